@@ -1,0 +1,278 @@
+// Package store is the object store core: buckets, objects, multipart uploads,
+// staged puts and content-addressed blobs. It defines the engine interfaces that
+// the metadata engines (store/pg, store/embedded) and content engines
+// (store/pglo, store/pgchunks, store/localfs) implement, and it never sees HTTP.
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Sentinel errors. s3api maps them to S3 error codes in one place; engines wrap
+// them with context (fmt.Errorf("...: %w", ErrX)).
+var (
+	ErrNoSuchBucket          = errors.New("no such bucket")
+	ErrBucketExists          = errors.New("bucket already exists")           // owned by us: BucketAlreadyOwnedByYou
+	ErrBucketNotEmpty        = errors.New("bucket not empty")
+	ErrInvalidBucketName     = errors.New("invalid bucket name")
+	ErrNoSuchKey             = errors.New("no such key")
+	ErrInvalidKey            = errors.New("invalid object key")               // KeyTooLongError when too long, see ErrKeyTooLong
+	ErrKeyTooLong            = errors.New("object key too long")
+	ErrNoSuchUpload          = errors.New("no such upload")
+	ErrInvalidPart           = errors.New("invalid part")
+	ErrInvalidPartOrder      = errors.New("invalid part order")
+	ErrEntityTooSmall        = errors.New("entity too small")
+	ErrEntityTooLarge        = errors.New("entity too large")
+	ErrBadDigest             = errors.New("bad digest")                       // Content-MD5 or x-amz-checksum mismatch
+	ErrIncompleteBody        = errors.New("incomplete body")                  // fewer bytes than declared
+	ErrPreconditionFailed    = errors.New("precondition failed")
+	ErrNotModified           = errors.New("not modified")
+	ErrInvalidRange          = errors.New("invalid range")
+	ErrInvalidArgument       = errors.New("invalid argument")
+	ErrInvalidRequest        = errors.New("invalid request")
+	ErrSlowDown              = errors.New("slow down")                        // a protective cap was hit (503)
+	ErrUnavailable           = errors.New("service unavailable")              // lost session/pin, database down (503)
+	ErrConditionalConflict   = errors.New("conditional request conflict")     // 409 ConditionalRequestConflict
+)
+
+// Content tiers of a blob.
+const (
+	TierInline   = "inline"   // bytea in the blob row
+	TierPGLO     = "pglo"     // PostgreSQL large object
+	TierPGChunks = "pgchunks" // 1 MiB bytea rows
+	TierLocal    = "local"    // file on (local or shared) filesystem media
+)
+
+// Checksum algorithms that S3 clients send as x-amz-checksum-* (upper case as in
+// x-amz-checksum-algorithm).
+const (
+	AlgCRC32     = "CRC32"
+	AlgCRC32C    = "CRC32C"
+	AlgCRC64NVME = "CRC64NVME"
+	AlgSHA1      = "SHA1"
+	AlgSHA256    = "SHA256"
+)
+
+// Checksum type of a multipart object's checksum.
+const (
+	ChecksumComposite  = "COMPOSITE"
+	ChecksumFullObject = "FULL_OBJECT"
+)
+
+// Checksum is one stored x-amz-checksum value: algorithm, base64 value as the
+// client sees it, and for multipart objects its type ("" for single puts, which
+// AWS reports as FULL_OBJECT).
+type Checksum struct {
+	Algorithm string `json:"alg,omitempty"`
+	Value     string `json:"val,omitempty"`
+	Type      string `json:"type,omitempty"`
+}
+
+// ObjectMeta is the client-supplied metadata kept with an object and returned on
+// GET/HEAD.
+type ObjectMeta struct {
+	ContentType        string            `json:"ct,omitempty"`
+	ContentEncoding    string            `json:"ce,omitempty"`
+	ContentDisposition string            `json:"cd,omitempty"`
+	ContentLanguage    string            `json:"cl,omitempty"`
+	CacheControl       string            `json:"cc,omitempty"`
+	Expires            string            `json:"ex,omitempty"`
+	User               map[string]string `json:"um,omitempty"` // x-amz-meta-* with the prefix removed, keys lower case
+}
+
+// Bucket is one bucket.
+type Bucket struct {
+	Name      string
+	Region    string
+	CreatedAt time.Time
+}
+
+// PartInfo describes one part of a multipart object or upload.
+type PartInfo struct {
+	Number       int
+	Size         int64
+	ETag         string // quoted-free hex MD5 of the part
+	LastModified time.Time
+	Checksum     Checksum
+}
+
+// ObjectInfo is what GET/HEAD/List report about an object.
+type ObjectInfo struct {
+	Bucket       string
+	Key          string
+	Size         int64
+	ETag         string // without quotes; "hex" or "hex-N" for multipart
+	LastModified time.Time
+	Meta         ObjectMeta
+	Checksum     Checksum
+	// Parts lists the parts of a multipart object in order (nil for single puts);
+	// GET/HEAD with partNumber and GetObjectAttributes use it.
+	Parts []PartInfo
+}
+
+// PutOptions are the inputs of PutObject and UploadPart besides the body.
+type PutOptions struct {
+	Meta ObjectMeta
+	// Size is the declared content length (decoded length for aws-chunked), -1 if
+	// unknown. A body that ends early is ErrIncompleteBody; one that runs past it
+	// is ErrInvalidRequest.
+	Size int64
+	// ContentMD5 is the raw 16-byte Content-MD5 if the client sent one.
+	ContentMD5 []byte
+	// Checksums the client declared in headers (algorithm -> base64). A trailer
+	// checksum arrives through TrailerChecksum after the body is read.
+	Checksums map[string]string
+	// ChecksumAlgorithm from x-amz-checksum-algorithm / x-amz-sdk-checksum-algorithm:
+	// compute and store this checksum even if no value was declared.
+	ChecksumAlgorithm string
+	// TrailerChecksum, if set, is called after the body hits EOF and returns the
+	// trailing checksum (algorithm, base64 value) the client sent, already
+	// verified by auth against its signature where one exists.
+	TrailerChecksum func() (alg, value string, err error)
+	// IfMatch / IfNoneMatch are conditional-write headers ("" when absent).
+	IfMatch     string
+	IfNoneMatch string
+}
+
+// GetOptions select what GetObject returns.
+type GetOptions struct {
+	// Range, if non-nil, selects bytes [Start, End] (inclusive), already resolved
+	// against the size by ResolveRange.
+	Range      *ByteRange
+	RangeSpec  string // raw Range header, resolved once the size is known
+	PartNumber int    // >0: return only this part
+	Cond       Conditions
+}
+
+// Conditions are the GET/HEAD preconditions.
+type Conditions struct {
+	IfMatch           string
+	IfNoneMatch       string
+	IfModifiedSince   *time.Time
+	IfUnmodifiedSince *time.Time
+}
+
+// ByteRange is an inclusive byte range.
+type ByteRange struct{ Start, End int64 }
+
+// Reader is an open object stream. Close releases whatever protects the
+// content (pins) and must always be called.
+type Reader interface {
+	io.ReadCloser
+}
+
+// ListParams are the inputs of ListObjects (V1 and V2).
+type ListParams struct {
+	Prefix    string
+	Delimiter string
+	// After is the exclusive lower bound: marker (V1), start-after or the decoded
+	// continuation token (V2), whichever is greater.
+	After   string
+	MaxKeys int
+}
+
+// ListResult is one page of a listing. Objects and CommonPrefixes are each sorted;
+// NextAfter is the last key or prefix returned when Truncated.
+type ListResult struct {
+	Objects        []ObjectInfo
+	CommonPrefixes []string
+	Truncated      bool
+	NextAfter      string
+}
+
+// Upload is an in-progress multipart upload.
+type Upload struct {
+	Bucket    string
+	Key       string
+	UploadID  string
+	Initiated time.Time
+	Meta      ObjectMeta
+	// ChecksumAlgorithm/ChecksumType chosen at CreateMultipartUpload ("" if none).
+	ChecksumAlgorithm string
+	ChecksumType      string
+}
+
+// ListUploadsParams are the inputs of ListMultipartUploads.
+type ListUploadsParams struct {
+	Prefix         string
+	Delimiter      string
+	KeyMarker      string
+	UploadIDMarker string
+	MaxUploads     int
+}
+
+// ListUploadsResult is one page of ListMultipartUploads.
+type ListUploadsResult struct {
+	Uploads            []Upload
+	CommonPrefixes     []string
+	Truncated          bool
+	NextKeyMarker      string
+	NextUploadIDMarker string
+}
+
+// ListPartsResult is one page of ListParts.
+type ListPartsResult struct {
+	Upload               Upload
+	Parts                []PartInfo
+	Truncated            bool
+	NextPartNumberMarker int
+}
+
+// CompletePart is one entry of a CompleteMultipartUpload request.
+type CompletePart struct {
+	Number    int
+	ETag      string            // quotes removed
+	Checksums map[string]string // algorithm -> base64, as the client listed them
+}
+
+// CopySource names the source of CopyObject / UploadPartCopy.
+type CopySource struct {
+	Bucket string
+	Key    string
+	Range  *ByteRange // UploadPartCopy only
+	Cond   Conditions // x-amz-copy-source-if-*
+}
+
+// CopyOptions are the inputs of CopyObject besides source and destination.
+type CopyOptions struct {
+	ReplaceMeta bool       // x-amz-metadata-directive: REPLACE
+	Meta        ObjectMeta // used when ReplaceMeta
+	ChecksumAlgorithm string
+}
+
+// DeleteResult is the outcome for one key of DeleteObjects.
+type DeleteResult struct {
+	Key string
+	Err error // nil on success (deleting a missing key is a success)
+}
+
+// ObjectStore is the API that s3api uses. store.Store implements it on top of a
+// metadata engine.
+type ObjectStore interface {
+	ListBuckets(ctx context.Context) ([]Bucket, error)
+	CreateBucket(ctx context.Context, name, region string) error
+	HeadBucket(ctx context.Context, name string) (Bucket, error)
+	DeleteBucket(ctx context.Context, name string) error
+
+	PutObject(ctx context.Context, bucket, key string, body io.Reader, opts PutOptions) (ObjectInfo, error)
+	// GetObject resolves metadata, evaluates conditions (ErrNotModified /
+	// ErrPreconditionFailed are returned together with the ObjectInfo) and the
+	// range (ErrInvalidRange with the ObjectInfo), and opens the content. For HEAD,
+	// pass head=true: no content is opened, but protection is still checked.
+	GetObject(ctx context.Context, bucket, key string, opts GetOptions, head bool) (ObjectInfo, *ByteRange, Reader, error)
+	DeleteObject(ctx context.Context, bucket, key string) error
+	DeleteObjects(ctx context.Context, bucket string, keys []string) ([]DeleteResult, error)
+	ListObjects(ctx context.Context, bucket string, p ListParams) (ListResult, error)
+	CopyObject(ctx context.Context, src CopySource, dstBucket, dstKey string, opts CopyOptions) (ObjectInfo, error)
+
+	CreateMultipartUpload(ctx context.Context, bucket, key string, meta ObjectMeta, checksumAlg, checksumType string) (Upload, error)
+	UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts PutOptions) (PartInfo, error)
+	UploadPartCopy(ctx context.Context, src CopySource, bucket, key, uploadID string, partNumber int) (PartInfo, error)
+	CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []CompletePart, opts PutOptions) (ObjectInfo, error)
+	AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error
+	ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (ListPartsResult, error)
+	ListMultipartUploads(ctx context.Context, bucket string, p ListUploadsParams) (ListUploadsResult, error)
+}
