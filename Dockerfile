@@ -1,0 +1,16 @@
+# Multi-stage build: a static, cgo-free binary on a minimal non-root image.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/s3gate ./cmd/s3gate
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/s3gate /usr/local/bin/s3gate
+ENV S3GATE_ADDR=0.0.0.0:9000 S3GATE_DATA_DIR=/data
+VOLUME ["/data"]
+EXPOSE 9000
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/s3gate"]
+CMD ["serve"]

@@ -1,0 +1,126 @@
+// Command s3gate is an S3-compatible object storage gateway that keeps
+// metadata and content in PostgreSQL.
+//
+// Usage:
+//
+//	s3gate serve   [flags]   serve the S3 API
+//	s3gate migrate [flags]   apply the schema migrations and exit
+//	s3gate version
+//
+// Every flag has an environment variable of the same name with the prefix
+// S3GATE_ (-inline-max is S3GATE_INLINE_MAX); run `s3gate serve -h` for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/server"
+	"github.com/s3gate/s3gate/store/pg"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|version [flags]")
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stdout, "s3gate", version)
+		return 0
+	case "serve", "migrate":
+	default:
+		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, version)\n", cmd)
+		return 2
+	}
+	cfg, err := config.Load(rest, os.Environ(), stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate: %v\n", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signalContext()
+	defer stop()
+	switch cmd {
+	case "migrate":
+		if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
+			log.Error("migrate failed", "err", err)
+			return 1
+		}
+		log.Info("migrations applied")
+		return 0
+	default:
+		return serve(ctx, cfg, log)
+	}
+}
+
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger) int {
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		log.Error("start-up failed", "err", err)
+		return 1
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		log.Error("listen failed", "setting", config.Prefix+"ADDR", "err", err)
+		return 1
+	}
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
+	}
+	log.Info("s3gate serving", "endpoint", scheme+"://"+ln.Addr().String(), "region", cfg.Region,
+		"large_engine", cfg.LargeEngine, "inline_max", int64(cfg.InlineMax), "version", version)
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error("stopped with error", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// signalContext is cancelled by the first SIGINT/SIGTERM (graceful drain); a
+// second signal exits at once.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel)) // validated by config
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

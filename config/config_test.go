@@ -1,0 +1,82 @@
+package config
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoad(t *testing.T) {
+	base := []string{
+		"S3GATE_DATABASE_URL=postgres://u@127.0.0.1/db",
+		"S3GATE_ROOT_ACCESS_KEY=admin",
+		"S3GATE_ROOT_SECRET_KEY=secret-secret",
+	}
+	tests := []struct {
+		name    string
+		env     []string
+		args    []string
+		check   func(t *testing.T, c Config)
+		wantErr string // substring naming the setting
+	}{
+		{name: "defaults", env: base, check: func(t *testing.T, c Config) {
+			if c.Addr != "127.0.0.1:9000" || c.Region != "us-east-1" || c.InlineMax != 512<<10 ||
+				c.LargeEngine != EnginePGChunks || time.Duration(c.DrainTimeout) != 120*time.Second {
+				t.Fatalf("unexpected defaults: %+v", c)
+			}
+		}},
+		{name: "env sizes", env: append(base, "S3GATE_INLINE_MAX=1MiB", "S3GATE_LARGE_ENGINE=pglo"), check: func(t *testing.T, c Config) {
+			if c.InlineMax != 1<<20 || c.LargeEngine != EnginePGLO {
+				t.Fatalf("got %d %s", c.InlineMax, c.LargeEngine)
+			}
+		}},
+		{name: "flag beats env", env: append(base, "S3GATE_ADDR=127.0.0.1:1"), args: []string{"-addr", "127.0.0.1:2", "-inline-max", "100k"},
+			check: func(t *testing.T, c Config) {
+				if c.Addr != "127.0.0.1:2" || c.InlineMax != 100<<10 {
+					t.Fatalf("got %s %d", c.Addr, c.InlineMax)
+				}
+			}},
+		{name: "bad size", env: append(base, "S3GATE_INLINE_MAX=lots"), wantErr: "S3GATE_INLINE_MAX"},
+		{name: "too large knee", env: append(base, "S3GATE_INLINE_MAX=1GiB"), wantErr: "S3GATE_INLINE_MAX"},
+		{name: "bad engine", env: append(base, "S3GATE_LARGE_ENGINE=s3"), wantErr: "S3GATE_LARGE_ENGINE"},
+		{name: "missing key", env: base[:1], wantErr: "S3GATE_ROOT_ACCESS_KEY"},
+		{name: "missing database", env: base[1:], wantErr: "S3GATE_DATABASE_URL"},
+		{name: "half tls", env: append(base, "S3GATE_TLS_CERT_FILE=/x"), wantErr: "S3GATE_TLS_CERT_FILE"},
+		{name: "bad duration", env: append(base, "S3GATE_DRAIN_TIMEOUT=soon"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
+		{name: "bad log format", env: append(base, "S3GATE_LOG_FORMAT=xml"), wantErr: "S3GATE_LOG_FORMAT"},
+		{name: "unknown flag", env: base, args: []string{"-nope"}, wantErr: "nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, tc.env, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error spans lines: %q", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512KiB": 512 << 10, "4MiB": 4 << 20, "10MB": 10e6, "1G": 1 << 30, "7": 7, "3B": 3} {
+		got, err := ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "x", "1.5MiB", "99999999999999GiB"} {
+		if _, err := ParseByteSize(in); err == nil {
+			t.Errorf("ParseByteSize(%q) succeeded", in)
+		}
+	}
+}

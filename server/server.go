@@ -1,0 +1,120 @@
+// Package server wires the gateway together from a config.Config: the
+// metadata engine, the content engine, the store, authentication and the S3
+// HTTP API. cmd/s3gate and the test harness both build the gateway through it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/s3api"
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
+)
+
+// Server is one running gateway instance.
+type Server struct {
+	cfg     config.Config
+	log     *slog.Logger
+	engine  *pg.Engine
+	handler http.Handler
+}
+
+// New migrates the schema, opens the engines and builds the HTTP handler.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
+	dbURL, err := withPoolSize(cfg.DatabaseURL, cfg.MaxConns)
+	if err != nil {
+		return nil, fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
+	}
+	if err := pg.Migrate(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	var media *localfs.Media
+	if cfg.LargeEngine == config.EngineLocal {
+		media, err = localfs.Open(cfg.DataDir, false)
+		if err != nil {
+			return nil, fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
+		}
+	}
+	eng, err := pg.Open(ctx, pg.Config{
+		DatabaseURL: dbURL,
+		InlineMax:   int(cfg.InlineMax),
+		Large:       cfg.LargeEngine,
+		Media:       media,
+		Region:      cfg.Region,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open metadata engine: %w", err)
+	}
+	verifier := &auth.Verifier{
+		Region: cfg.Region,
+		Creds:  auth.StaticCredentials{cfg.RootAccess: cfg.RootSecret},
+	}
+	h := s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain}, store.New(eng), verifier, log)
+	return &Server{cfg: cfg, log: log, engine: eng, handler: h}, nil
+}
+
+// withPoolSize sets pool_max_conns on the URL unless the operator set it.
+func withPoolSize(dbURL string, n int) (string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", fmt.Errorf("not a URL: %w", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return "", errors.New("must start with postgres://")
+	}
+	q := u.Query()
+	if q.Get("pool_max_conns") == "" {
+		q.Set("pool_max_conns", strconv.Itoa(n))
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// Handler is the S3 API handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve answers S3 requests on ln until ctx is cancelled, then stops accepting
+// and lets in-flight requests finish for at most the configured drain time.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.cfg.TLSCertFile != "" {
+			errc <- hs.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	drain, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.DrainTimeout))
+	defer cancel()
+	if err := hs.Shutdown(drain); err != nil {
+		_ = hs.Close()
+		return fmt.Errorf("drain: %w", err)
+	}
+	return nil
+}
+
+// Close releases the engines. Call it after Serve returned.
+func (s *Server) Close() { s.engine.Close() }
