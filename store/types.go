@@ -14,28 +14,28 @@ import (
 // Sentinel errors. s3api maps them to S3 error codes in one place; engines wrap
 // them with context (fmt.Errorf("...: %w", ErrX)).
 var (
-	ErrNoSuchBucket          = errors.New("no such bucket")
-	ErrBucketExists          = errors.New("bucket already exists")           // owned by us: BucketAlreadyOwnedByYou
-	ErrBucketNotEmpty        = errors.New("bucket not empty")
-	ErrInvalidBucketName     = errors.New("invalid bucket name")
-	ErrNoSuchKey             = errors.New("no such key")
-	ErrInvalidKey            = errors.New("invalid object key")               // KeyTooLongError when too long, see ErrKeyTooLong
-	ErrKeyTooLong            = errors.New("object key too long")
-	ErrNoSuchUpload          = errors.New("no such upload")
-	ErrInvalidPart           = errors.New("invalid part")
-	ErrInvalidPartOrder      = errors.New("invalid part order")
-	ErrEntityTooSmall        = errors.New("entity too small")
-	ErrEntityTooLarge        = errors.New("entity too large")
-	ErrBadDigest             = errors.New("bad digest")                       // Content-MD5 or x-amz-checksum mismatch
-	ErrIncompleteBody        = errors.New("incomplete body")                  // fewer bytes than declared
-	ErrPreconditionFailed    = errors.New("precondition failed")
-	ErrNotModified           = errors.New("not modified")
-	ErrInvalidRange          = errors.New("invalid range")
-	ErrInvalidArgument       = errors.New("invalid argument")
-	ErrInvalidRequest        = errors.New("invalid request")
-	ErrSlowDown              = errors.New("slow down")                        // a protective cap was hit (503)
-	ErrUnavailable           = errors.New("service unavailable")              // lost session/pin, database down (503)
-	ErrConditionalConflict   = errors.New("conditional request conflict")     // 409 ConditionalRequestConflict
+	ErrNoSuchBucket        = errors.New("no such bucket")
+	ErrBucketExists        = errors.New("bucket already exists") // owned by us: BucketAlreadyOwnedByYou
+	ErrBucketNotEmpty      = errors.New("bucket not empty")
+	ErrInvalidBucketName   = errors.New("invalid bucket name")
+	ErrNoSuchKey           = errors.New("no such key")
+	ErrInvalidKey          = errors.New("invalid object key") // KeyTooLongError when too long, see ErrKeyTooLong
+	ErrKeyTooLong          = errors.New("object key too long")
+	ErrNoSuchUpload        = errors.New("no such upload")
+	ErrInvalidPart         = errors.New("invalid part")
+	ErrInvalidPartOrder    = errors.New("invalid part order")
+	ErrEntityTooSmall      = errors.New("entity too small")
+	ErrEntityTooLarge      = errors.New("entity too large")
+	ErrBadDigest           = errors.New("bad digest")      // Content-MD5 or x-amz-checksum mismatch
+	ErrIncompleteBody      = errors.New("incomplete body") // fewer bytes than declared
+	ErrPreconditionFailed  = errors.New("precondition failed")
+	ErrNotModified         = errors.New("not modified")
+	ErrInvalidRange        = errors.New("invalid range")
+	ErrInvalidArgument     = errors.New("invalid argument")
+	ErrInvalidRequest      = errors.New("invalid request")
+	ErrSlowDown            = errors.New("slow down")                    // a protective cap was hit (503)
+	ErrUnavailable         = errors.New("service unavailable")          // lost session/pin, database down (503)
+	ErrConditionalConflict = errors.New("conditional request conflict") // 409 ConditionalRequestConflict
 )
 
 // Content tiers of a blob.
@@ -238,8 +238,8 @@ type CopySource struct {
 
 // CopyOptions are the inputs of CopyObject besides source and destination.
 type CopyOptions struct {
-	ReplaceMeta bool       // x-amz-metadata-directive: REPLACE
-	Meta        ObjectMeta // used when ReplaceMeta
+	ReplaceMeta       bool       // x-amz-metadata-directive: REPLACE
+	Meta              ObjectMeta // used when ReplaceMeta
 	ChecksumAlgorithm string
 }
 
