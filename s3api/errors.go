@@ -1,0 +1,189 @@
+package s3api
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/store"
+)
+
+// apiError is an S3 error answer: code, HTTP status and client-facing message.
+// Every error a handler returns is turned into one of these by toAPIError; this
+// file is the only place that decides codes and statuses.
+type apiError struct {
+	Code    string
+	Status  int
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// withMessage returns a copy of a predefined error with another message.
+func (e *apiError) withMessage(msg string) *apiError {
+	c := *e
+	c.Message = msg
+	return &c
+}
+
+// Errors that s3api raises itself (request parsing, unsupported features).
+var (
+	errAccessDenied             = &apiError{"AccessDenied", http.StatusForbidden, "Access Denied"}
+	errMalformedXML             = &apiError{"MalformedXML", http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema"}
+	errMaxMessageLength         = &apiError{"MaxMessageLengthExceeded", http.StatusBadRequest, "Your request was too big."}
+	errInvalidDigest            = &apiError{"InvalidDigest", http.StatusBadRequest, "The Content-MD5 you specified is not valid."}
+	errBadDigest                = &apiError{"BadDigest", http.StatusBadRequest, "The Content-MD5 or checksum value that you specified did not match what the server received."}
+	errMissingContentMD5        = &apiError{"InvalidRequest", http.StatusBadRequest, "Missing required header for this request: Content-MD5"}
+	errInvalidRequest           = &apiError{"InvalidRequest", http.StatusBadRequest, "Invalid Request"}
+	errInvalidArgument          = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid Argument"}
+	errInvalidPartNumber        = &apiError{"InvalidArgument", http.StatusBadRequest, "Part number must be an integer between 1 and 10000, inclusive"}
+	errNotImplemented           = &apiError{"NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented."}
+	errMethodNotAllowed         = &apiError{"MethodNotAllowed", http.StatusMethodNotAllowed, "The specified method is not allowed against this resource."}
+	errInvalidURI               = &apiError{"InvalidURI", http.StatusBadRequest, "Couldn't parse the specified URI."}
+	errInvalidLocation          = &apiError{"InvalidLocationConstraint", http.StatusBadRequest, "The specified location-constraint is not valid"}
+	errIllegalLocation          = &apiError{"IllegalLocationConstraintException", http.StatusBadRequest, "The location constraint is incompatible for the region specific endpoint this request was sent to."}
+	errMetadataTooLarge         = &apiError{"MetadataTooLarge", http.StatusBadRequest, "Your metadata headers exceed the maximum allowed metadata size."}
+	errInvalidCopySource        = &apiError{"InvalidArgument", http.StatusBadRequest, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
+	errInvalidVersionID         = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid version id specified"}
+	errInvalidMetadataDirective = &apiError{"InvalidArgument", http.StatusBadRequest, "Unknown metadata directive."}
+	errSelfCopy                 = &apiError{"InvalidRequest", http.StatusBadRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."}
+	errInvalidCopyRange         = &apiError{"InvalidArgument", http.StatusBadRequest, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"}
+	errRangeWithPart            = &apiError{"InvalidRequest", http.StatusBadRequest, "Cannot specify both Range header and partNumber query parameter"}
+	errInvalidMaxKeys           = &apiError{"InvalidArgument", http.StatusBadRequest, "Provided max-keys not an integer or within integer range"}
+	errInvalidEncodingType      = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid Encoding Method specified in Request"}
+	errInvalidToken             = &apiError{"InvalidArgument", http.StatusBadRequest, "The continuation token provided is incorrect"}
+	errMultipleChecksums        = &apiError{"InvalidRequest", http.StatusBadRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."}
+	errUnsupportedChecksumAlg   = &apiError{"InvalidRequest", http.StatusBadRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]"}
+	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
+)
+
+// notFoundDefault builds the "no such configuration" answers that clients
+// expect for bucket sub-resources that are never configured here.
+func notFoundDefault(code, msg string) *apiError {
+	return &apiError{code, http.StatusNotFound, msg}
+}
+
+// storeErrors maps the store's sentinel errors. Messages are AWS's, never the
+// wrapped internal text, so nothing about the engine leaks to clients.
+var storeErrors = []struct {
+	err error
+	api *apiError
+}{
+	{store.ErrNoSuchBucket, &apiError{"NoSuchBucket", http.StatusNotFound, "The specified bucket does not exist"}},
+	{store.ErrBucketExists, &apiError{"BucketAlreadyOwnedByYou", http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it."}},
+	{store.ErrBucketNotEmpty, &apiError{"BucketNotEmpty", http.StatusConflict, "The bucket you tried to delete is not empty"}},
+	{store.ErrInvalidBucketName, &apiError{"InvalidBucketName", http.StatusBadRequest, "The specified bucket is not valid."}},
+	{store.ErrNoSuchKey, &apiError{"NoSuchKey", http.StatusNotFound, "The specified key does not exist."}},
+	{store.ErrKeyTooLong, &apiError{"KeyTooLongError", http.StatusBadRequest, "Your key is too long"}},
+	{store.ErrInvalidKey, &apiError{"InvalidArgument", http.StatusBadRequest, "Object key is not valid: it must be valid UTF-8 without characters that XML cannot carry."}},
+	{store.ErrNoSuchUpload, &apiError{"NoSuchUpload", http.StatusNotFound, "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload might have been aborted or completed."}},
+	{store.ErrInvalidPartOrder, &apiError{"InvalidPartOrder", http.StatusBadRequest, "The list of parts was not in ascending order. The parts list must be specified in order by part number."}},
+	{store.ErrInvalidPart, &apiError{"InvalidPart", http.StatusBadRequest, "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified entity tag might not have matched the part's entity tag."}},
+	{store.ErrEntityTooSmall, &apiError{"EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed object size."}},
+	{store.ErrEntityTooLarge, &apiError{"EntityTooLarge", http.StatusBadRequest, "Your proposed upload exceeds the maximum allowed object size."}},
+	{store.ErrBadDigest, errBadDigest},
+	{store.ErrIncompleteBody, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
+	{store.ErrPreconditionFailed, &apiError{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold"}},
+	{store.ErrNotModified, &apiError{"NotModified", http.StatusNotModified, "Not Modified"}},
+	{store.ErrInvalidRange, &apiError{"InvalidRange", http.StatusRequestedRangeNotSatisfiable, "The requested range is not satisfiable"}},
+	{store.ErrInvalidArgument, errInvalidArgument},
+	{store.ErrInvalidRequest, errInvalidRequest},
+	{store.ErrSlowDown, &apiError{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}},
+	{store.ErrUnavailable, &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}},
+	{store.ErrConditionalConflict, &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."}},
+	// A body that ends before its declared length (client went away mid-upload).
+	{io.ErrUnexpectedEOF, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
+}
+
+// authStatus is the HTTP status of each auth.Error code; unknown codes are 403.
+var authStatus = map[string]int{
+	"AccessDenied":                      http.StatusForbidden,
+	"SignatureDoesNotMatch":             http.StatusForbidden,
+	"InvalidAccessKeyId":                http.StatusForbidden,
+	"RequestTimeTooSkewed":              http.StatusForbidden,
+	"XAmzContentSHA256Mismatch":         http.StatusBadRequest,
+	"AuthorizationHeaderMalformed":      http.StatusBadRequest,
+	"AuthorizationQueryParametersError": http.StatusBadRequest,
+	"IncompleteBody":                    http.StatusBadRequest,
+	"MissingSecurityHeader":             http.StatusBadRequest,
+	"InvalidRequest":                    http.StatusBadRequest,
+	"InvalidArgument":                   http.StatusBadRequest,
+	"InvalidDigest":                     http.StatusBadRequest,
+	"BadDigest":                         http.StatusBadRequest,
+	"InvalidChunkSizeError":             http.StatusBadRequest,
+	"MalformedTrailerError":             http.StatusBadRequest,
+	"EntityTooLarge":                    http.StatusBadRequest,
+	"ExpiredToken":                      http.StatusBadRequest,
+	"InvalidToken":                      http.StatusBadRequest,
+	"MissingContentLength":              http.StatusLengthRequired,
+	"NotImplemented":                    http.StatusNotImplemented,
+	"SlowDown":                          http.StatusServiceUnavailable,
+}
+
+// toAPIError resolves any error to the S3 answer. internal reports an
+// unexpected error (500) whose cause must be logged.
+func toAPIError(err error) (e *apiError, internal bool) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae, false
+	}
+	var au *auth.Error
+	if errors.As(err, &au) {
+		status, ok := authStatus[au.Code]
+		if !ok {
+			status = http.StatusForbidden
+		}
+		return &apiError{Code: au.Code, Status: status, Message: au.Message}, false
+	}
+	for _, m := range storeErrors {
+		if errors.Is(err, m.err) {
+			return m.api, false
+		}
+	}
+	return errInternal, true
+}
+
+// errorBody is the XML body of an error answer.
+type errorBody struct {
+	XMLName   xml.Name `xml:"Error"`
+	Code      string   `xml:"Code"`
+	Message   string   `xml:"Message"`
+	Resource  string   `xml:"Resource"`
+	RequestID string   `xml:"RequestId"`
+}
+
+// writeError answers err. HEAD answers and 304 carry no body.
+func (a *api) writeError(rq *request, err error) {
+	e, internal := toAPIError(err)
+	rq.errCode = e.Code
+	if internal {
+		a.log.LogAttrs(rq.r.Context(), slog.LevelError, "s3 internal error",
+			slog.String("request_id", rq.id), slog.String("op", rq.op),
+			slog.String("bucket", rq.bucket), slog.String("key", rq.key),
+			slog.String("error", err.Error()))
+	}
+	if rq.w.status != 0 {
+		// Headers already went out: the only honest signal left is to cut the
+		// connection so the client cannot mistake the answer for complete.
+		panic(http.ErrAbortHandler)
+	}
+	h := rq.w.Header()
+	if rq.r.Method == http.MethodHead || e.Status == http.StatusNotModified {
+		rq.w.WriteHeader(e.Status)
+		return
+	}
+	body, mErr := xml.Marshal(errorBody{Code: e.Code, Message: e.Message, Resource: rq.r.URL.Path, RequestID: rq.id})
+	if mErr != nil {
+		// Cannot happen with string fields; answer without a body rather than lie.
+		rq.w.WriteHeader(e.Status)
+		return
+	}
+	h.Set("Content-Type", "application/xml")
+	h.Del("Content-Length")
+	rq.w.WriteHeader(e.Status)
+	_, _ = rq.w.Write([]byte(xml.Header))
+	_, _ = rq.w.Write(body) // the client may be gone; nothing more to do
+}

@@ -1,0 +1,359 @@
+package s3api
+
+import (
+	"crypto/md5"  //nolint:gosec // Content-MD5 is an S3 protocol digest, not security
+	"crypto/sha1" //nolint:gosec // x-amz-checksum-sha1 is an S3 protocol checksum
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/crc64nvme"
+
+	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/store"
+)
+
+// checksumAlgs lists the x-amz-checksum algorithms with their raw digest size.
+var checksumAlgs = []struct {
+	alg  string
+	size int
+}{
+	{store.AlgCRC32, 4},
+	{store.AlgCRC32C, 4},
+	{store.AlgCRC64NVME, 8},
+	{store.AlgSHA1, 20},
+	{store.AlgSHA256, 32},
+}
+
+func checksumHeader(alg string) string { return "x-amz-checksum-" + strings.ToLower(alg) }
+
+func checksumSize(alg string) int {
+	for _, c := range checksumAlgs {
+		if c.alg == alg {
+			return c.size
+		}
+	}
+	return 0
+}
+
+// parseChecksumHeaders returns the x-amz-checksum-* values the client declared
+// (at most one, as AWS requires), each checked to be base64 of the right size.
+func parseChecksumHeaders(h http.Header) (map[string]string, error) {
+	var m map[string]string
+	for _, c := range checksumAlgs {
+		hdr := checksumHeader(c.alg)
+		v := h.Get(hdr)
+		if v == "" {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(raw) != c.size {
+			return nil, errInvalidRequest.withMessage("Value for " + hdr + " header is invalid.")
+		}
+		if m != nil {
+			return nil, errMultipleChecksums
+		}
+		m = map[string]string{c.alg: v}
+	}
+	return m, nil
+}
+
+// parseChecksumAlgorithm reads x-amz-sdk-checksum-algorithm or
+// x-amz-checksum-algorithm ("" when neither is present).
+func parseChecksumAlgorithm(h http.Header) (string, error) {
+	v := h.Get("x-amz-sdk-checksum-algorithm")
+	if v == "" {
+		v = h.Get("x-amz-checksum-algorithm")
+	}
+	if v == "" {
+		return "", nil
+	}
+	v = strings.ToUpper(v)
+	if checksumSize(v) == 0 {
+		return "", errUnsupportedChecksumAlg
+	}
+	return v, nil
+}
+
+// computeChecksum returns the base64 x-amz-checksum of data.
+func computeChecksum(alg string, data []byte) (string, error) {
+	var raw []byte
+	switch alg {
+	case store.AlgCRC32:
+		raw = binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(data))
+	case store.AlgCRC32C:
+		raw = binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	case store.AlgCRC64NVME:
+		h := crc64nvme.New()
+		_, _ = h.Write(data) // hash writes never fail
+		raw = h.Sum(nil)
+	case store.AlgSHA1:
+		s := sha1.Sum(data) //nolint:gosec // protocol checksum
+		raw = s[:]
+	case store.AlgSHA256:
+		s := sha256.Sum256(data)
+		raw = s[:]
+	default:
+		return "", fmt.Errorf("checksum algorithm %q: %w", alg, errUnsupportedChecksumAlg)
+	}
+	return base64.StdEncoding.EncodeToString(raw), nil
+}
+
+// parseContentMD5 decodes Content-MD5 (nil when absent).
+func parseContentMD5(h http.Header) ([]byte, error) {
+	v := h.Get("Content-MD5")
+	if v == "" {
+		return nil, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(raw) != md5.Size {
+		return nil, errInvalidDigest
+	}
+	return raw, nil
+}
+
+// verifySmallBody checks a parsed request body (DeleteObjects) against
+// Content-MD5 or an x-amz-checksum-* header or trailer; AWS requires one of them.
+func verifySmallBody(rq *request, body []byte) error {
+	verified := false
+	want, err := parseContentMD5(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	if want != nil {
+		got := md5.Sum(body) //nolint:gosec // protocol digest
+		if subtle.ConstantTimeCompare(got[:], want) != 1 {
+			return errBadDigest
+		}
+		verified = true
+	}
+	sums, err := parseChecksumHeaders(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	if rq.trailer != nil {
+		alg, val, err := rq.trailer()
+		if err != nil {
+			return fmt.Errorf("read trailing checksum: %w", err)
+		}
+		if alg != "" {
+			if sums == nil {
+				sums = map[string]string{}
+			}
+			sums[strings.ToUpper(alg)] = val
+		}
+	}
+	for alg, val := range sums {
+		got, err := computeChecksum(alg, body)
+		if err != nil {
+			return err
+		}
+		if got != val {
+			return errBadDigest.withMessage("The " + alg + " you specified did not match the calculated checksum.")
+		}
+		verified = true
+	}
+	if !verified {
+		return errMissingContentMD5
+	}
+	return nil
+}
+
+// parseMeta reads the stored metadata of PUT, CopyObject (REPLACE) and
+// CreateMultipartUpload.
+func parseMeta(h http.Header) (store.ObjectMeta, error) {
+	m := store.ObjectMeta{
+		ContentType:        h.Get("Content-Type"),
+		ContentEncoding:    auth.StripAWSChunked(h.Get("Content-Encoding")),
+		ContentDisposition: h.Get("Content-Disposition"),
+		ContentLanguage:    h.Get("Content-Language"),
+		CacheControl:       h.Get("Cache-Control"),
+		Expires:            h.Get("Expires"),
+	}
+	size := 0
+	for name, vals := range h {
+		lname := strings.ToLower(name)
+		if !strings.HasPrefix(lname, "x-amz-meta-") || len(lname) == len("x-amz-meta-") {
+			continue
+		}
+		k := strings.TrimPrefix(lname, "x-amz-meta-")
+		v := strings.Join(vals, ",")
+		if m.User == nil {
+			m.User = map[string]string{}
+		}
+		m.User[k] = v
+		size += len(k) + len(v)
+	}
+	if size > maxUserMeta {
+		return m, errMetadataTooLarge
+	}
+	return m, nil
+}
+
+// checkCannedACL accepts only the ACLs that match what we do (owner-only).
+func checkCannedACL(h http.Header) error {
+	switch h.Get("x-amz-acl") {
+	case "", "private", "bucket-owner-full-control":
+	default:
+		return errNotImplemented.withMessage("Only the private canned ACL is supported.")
+	}
+	for name := range h {
+		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
+			return errNotImplemented.withMessage("ACL grants are not supported.")
+		}
+	}
+	if h.Get("x-amz-server-side-encryption-customer-algorithm") != "" {
+		return errNotImplemented.withMessage("Server-side encryption with customer keys is not supported.")
+	}
+	return nil
+}
+
+// putOptions builds the store inputs of PutObject/UploadPart from the headers.
+func putOptions(rq *request, withMeta bool) (store.PutOptions, error) {
+	h := rq.r.Header
+	opts := store.PutOptions{Size: rq.size, TrailerChecksum: rq.trailer,
+		IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
+	if opts.Size > store.MaxObjectSize {
+		return opts, fmt.Errorf("declared size %d: %w", opts.Size, store.ErrEntityTooLarge)
+	}
+	var err error
+	if withMeta {
+		if opts.Meta, err = parseMeta(h); err != nil {
+			return opts, err
+		}
+	}
+	if opts.ContentMD5, err = parseContentMD5(h); err != nil {
+		return opts, err
+	}
+	if opts.Checksums, err = parseChecksumHeaders(h); err != nil {
+		return opts, err
+	}
+	if opts.ChecksumAlgorithm, err = parseChecksumAlgorithm(h); err != nil {
+		return opts, err
+	}
+	return opts, nil
+}
+
+// parseConditions reads If-* (prefix "") or x-amz-copy-source-if-* headers.
+// Unparseable dates are ignored, as AWS does.
+func parseConditions(h http.Header, prefix string) store.Conditions {
+	c := store.Conditions{
+		IfMatch:     h.Get(prefix + "If-Match"),
+		IfNoneMatch: h.Get(prefix + "If-None-Match"),
+	}
+	if t, err := http.ParseTime(h.Get(prefix + "If-Modified-Since")); err == nil {
+		c.IfModifiedSince = &t
+	}
+	if t, err := http.ParseTime(h.Get(prefix + "If-Unmodified-Since")); err == nil {
+		c.IfUnmodifiedSince = &t
+	}
+	return c
+}
+
+// setChecksumHeader sets x-amz-checksum-<alg> (and its type) from c.
+func setChecksumHeader(h http.Header, c store.Checksum) {
+	if c.Algorithm == "" || c.Value == "" {
+		return
+	}
+	h.Set(checksumHeader(c.Algorithm), c.Value)
+	typ := c.Type
+	if typ == "" {
+		typ = store.ChecksumFullObject
+	}
+	h.Set("x-amz-checksum-type", typ)
+}
+
+// responseOverrides are the response-* query parameters of GetObject.
+var responseOverrides = []struct{ query, header string }{
+	{"response-content-type", "Content-Type"},
+	{"response-content-language", "Content-Language"},
+	{"response-expires", "Expires"},
+	{"response-cache-control", "Cache-Control"},
+	{"response-content-disposition", "Content-Disposition"},
+	{"response-content-encoding", "Content-Encoding"},
+}
+
+// setObjectHeaders sets the headers that GET and HEAD return for info.
+func setObjectHeaders(rq *request, info store.ObjectInfo) {
+	h := rq.w.Header()
+	setValidators(h, info)
+	ct := info.Meta.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream" // what AWS stores when no type was sent
+	}
+	h.Set("Content-Type", ct)
+	for _, kv := range []struct{ k, v string }{
+		{"Content-Encoding", info.Meta.ContentEncoding},
+		{"Content-Disposition", info.Meta.ContentDisposition},
+		{"Content-Language", info.Meta.ContentLanguage},
+		{"Cache-Control", info.Meta.CacheControl},
+		{"Expires", info.Meta.Expires},
+	} {
+		if kv.v != "" {
+			h.Set(kv.k, kv.v)
+		}
+	}
+	for k, v := range info.Meta.User {
+		h.Set("X-Amz-Meta-"+k, v)
+	}
+	h.Set("Accept-Ranges", "bytes")
+	for _, o := range responseOverrides {
+		if v := rq.q.Get(o.query); v != "" {
+			h.Set(o.header, v)
+		}
+	}
+}
+
+// setValidators sets ETag and Last-Modified (also on 304 answers).
+func setValidators(h http.Header, info store.ObjectInfo) {
+	if info.ETag != "" {
+		h.Set("ETag", quoteETag(info.ETag))
+	}
+	if !info.LastModified.IsZero() {
+		h.Set("Last-Modified", httpTime(info.LastModified))
+	}
+}
+
+// parsePartNumber reads ?partNumber (0 when absent), 1..10000.
+func parsePartNumber(rq *request, required bool) (int, error) {
+	v := rq.q.Get("partNumber")
+	if v == "" {
+		if required {
+			return 0, errInvalidPartNumber
+		}
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > store.MaxPartNumber {
+		return 0, errInvalidPartNumber
+	}
+	return n, nil
+}
+
+// parseIntParam reads an optional non-negative integer query parameter.
+func parseIntParam(rq *request, name string, def int, bad *apiError) (int, error) {
+	v := rq.q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, bad
+	}
+	return n, nil
+}
+
+// orNow guards XML dates against engines that leave a time unset.
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}

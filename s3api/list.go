@@ -1,0 +1,168 @@
+package s3api
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"fmt"
+
+	"github.com/s3gate/s3gate/store"
+)
+
+const maxListKeys = 1000
+
+type objectElem struct {
+	Key          string `xml:"Key"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+	StorageClass string `xml:"StorageClass"`
+	Owner        *owner `xml:"Owner,omitempty"`
+	// ChecksumAlgorithm names the algorithm of the stored checksum.
+	ChecksumAlgorithm string `xml:"ChecksumAlgorithm,omitempty"`
+}
+
+type prefixElem struct {
+	Prefix string `xml:"Prefix"`
+}
+
+type listBucketResultV2 struct {
+	XMLName               xml.Name     `xml:"ListBucketResult"`
+	NS                    string       `xml:"xmlns,attr"`
+	Name                  string       `xml:"Name"`
+	Prefix                string       `xml:"Prefix"`
+	Delimiter             string       `xml:"Delimiter,omitempty"`
+	MaxKeys               int          `xml:"MaxKeys"`
+	EncodingType          string       `xml:"EncodingType,omitempty"`
+	KeyCount              int          `xml:"KeyCount"`
+	IsTruncated           bool         `xml:"IsTruncated"`
+	ContinuationToken     string       `xml:"ContinuationToken,omitempty"`
+	NextContinuationToken string       `xml:"NextContinuationToken,omitempty"`
+	StartAfter            string       `xml:"StartAfter,omitempty"`
+	Contents              []objectElem `xml:"Contents"`
+	CommonPrefixes        []prefixElem `xml:"CommonPrefixes"`
+}
+
+type listBucketResultV1 struct {
+	XMLName        xml.Name     `xml:"ListBucketResult"`
+	NS             string       `xml:"xmlns,attr"`
+	Name           string       `xml:"Name"`
+	Prefix         string       `xml:"Prefix"`
+	Marker         string       `xml:"Marker"`
+	NextMarker     string       `xml:"NextMarker,omitempty"`
+	MaxKeys        int          `xml:"MaxKeys"`
+	Delimiter      string       `xml:"Delimiter,omitempty"`
+	EncodingType   string       `xml:"EncodingType,omitempty"`
+	IsTruncated    bool         `xml:"IsTruncated"`
+	Contents       []objectElem `xml:"Contents"`
+	CommonPrefixes []prefixElem `xml:"CommonPrefixes"`
+}
+
+// parseMaxKeys reads max-keys: 0..1000 (larger values are clamped as AWS does);
+// negative or non-numeric values are InvalidArgument.
+func parseMaxKeys(rq *request, name string) (int, error) {
+	n, err := parseIntParam(rq, name, maxListKeys, errInvalidMaxKeys)
+	if err != nil {
+		return 0, err
+	}
+	return min(n, maxListKeys), nil
+}
+
+// list runs one listing page; max-keys 0 only checks the bucket.
+func (a *api) list(rq *request, p store.ListParams) (store.ListResult, error) {
+	if p.MaxKeys == 0 {
+		if _, err := a.st.HeadBucket(rq.ctx, rq.bucket); err != nil {
+			return store.ListResult{}, fmt.Errorf("list %q: %w", rq.bucket, err)
+		}
+		return store.ListResult{}, nil
+	}
+	res, err := a.st.ListObjects(rq.ctx, rq.bucket, p)
+	if err != nil {
+		return res, fmt.Errorf("list %q: %w", rq.bucket, err)
+	}
+	return res, nil
+}
+
+func objectElems(res store.ListResult, enc encoder, own *owner) ([]objectElem, []prefixElem) {
+	objs := make([]objectElem, 0, len(res.Objects))
+	for _, o := range res.Objects {
+		objs = append(objs, objectElem{
+			Key: enc.enc(o.Key), LastModified: xmlTime(orNow(o.LastModified)),
+			ETag: quoteETag(o.ETag), Size: o.Size, StorageClass: "STANDARD", Owner: own,
+			ChecksumAlgorithm: o.Checksum.Algorithm,
+		})
+	}
+	prefixes := make([]prefixElem, 0, len(res.CommonPrefixes))
+	for _, p := range res.CommonPrefixes {
+		prefixes = append(prefixes, prefixElem{Prefix: enc.enc(p)})
+	}
+	return objs, prefixes
+}
+
+func (a *api) listObjectsV2(rq *request) error {
+	enc, encType, err := parseEncodingType(rq.q)
+	if err != nil {
+		return err
+	}
+	maxKeys, err := parseMaxKeys(rq, "max-keys")
+	if err != nil {
+		return err
+	}
+	token := rq.q.Get("continuation-token")
+	startAfter := rq.q.Get("start-after")
+	after := startAfter
+	if rq.q.Has("continuation-token") {
+		raw, err := base64.StdEncoding.DecodeString(token)
+		if err != nil || token == "" {
+			return errInvalidToken
+		}
+		after = max(after, string(raw))
+	}
+	p := store.ListParams{Prefix: rq.q.Get("prefix"), Delimiter: rq.q.Get("delimiter"), After: after, MaxKeys: maxKeys}
+	res, err := a.list(rq, p)
+	if err != nil {
+		return err
+	}
+	var own *owner
+	if rq.q.Get("fetch-owner") == "true" {
+		own = ownerOf(rq)
+	}
+	objs, prefixes := objectElems(res, enc, own)
+	out := listBucketResultV2{
+		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Delimiter: enc.enc(p.Delimiter),
+		MaxKeys: maxKeys, EncodingType: encType, KeyCount: len(objs) + len(prefixes),
+		IsTruncated: res.Truncated, ContinuationToken: token, StartAfter: enc.enc(startAfter),
+		Contents: objs, CommonPrefixes: prefixes,
+	}
+	if res.Truncated {
+		out.NextContinuationToken = base64.StdEncoding.EncodeToString([]byte(res.NextAfter))
+	}
+	return writeXML(rq, out)
+}
+
+func (a *api) listObjectsV1(rq *request) error {
+	enc, encType, err := parseEncodingType(rq.q)
+	if err != nil {
+		return err
+	}
+	maxKeys, err := parseMaxKeys(rq, "max-keys")
+	if err != nil {
+		return err
+	}
+	p := store.ListParams{Prefix: rq.q.Get("prefix"), Delimiter: rq.q.Get("delimiter"), After: rq.q.Get("marker"), MaxKeys: maxKeys}
+	res, err := a.list(rq, p)
+	if err != nil {
+		return err
+	}
+	objs, prefixes := objectElems(res, enc, ownerOf(rq))
+	out := listBucketResultV1{
+		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Marker: enc.enc(p.After),
+		MaxKeys: maxKeys, Delimiter: enc.enc(p.Delimiter), EncodingType: encType,
+		IsTruncated: res.Truncated, Contents: objs, CommonPrefixes: prefixes,
+	}
+	// AWS sends NextMarker only with a delimiter; without one clients use the
+	// last key.
+	if res.Truncated && p.Delimiter != "" {
+		out.NextMarker = enc.enc(res.NextAfter)
+	}
+	return writeXML(rq, out)
+}

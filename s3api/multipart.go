@@ -1,0 +1,332 @@
+package s3api
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/s3gate/s3gate/store"
+)
+
+type initiateMultipartUploadResult struct {
+	XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+	NS       string   `xml:"xmlns,attr"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	UploadID string   `xml:"UploadId"`
+}
+
+func (a *api) createMultipartUpload(rq *request) error {
+	h := rq.r.Header
+	if err := checkCannedACL(h); err != nil {
+		return err
+	}
+	meta, err := parseMeta(h)
+	if err != nil {
+		return err
+	}
+	alg, err := parseChecksumAlgorithm(h)
+	if err != nil {
+		return err
+	}
+	typ := strings.ToUpper(h.Get("x-amz-checksum-type"))
+	switch typ {
+	case "", store.ChecksumComposite, store.ChecksumFullObject:
+	default:
+		return errInvalidRequest.withMessage("Value for x-amz-checksum-type header is invalid.")
+	}
+	up, err := a.st.CreateMultipartUpload(rq.ctx, rq.bucket, rq.key, meta, alg, typ)
+	if err != nil {
+		return fmt.Errorf("create upload %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	if up.ChecksumAlgorithm != "" {
+		rq.w.Header().Set("x-amz-checksum-algorithm", up.ChecksumAlgorithm)
+		if up.ChecksumType != "" {
+			rq.w.Header().Set("x-amz-checksum-type", up.ChecksumType)
+		}
+	}
+	return writeXML(rq, initiateMultipartUploadResult{NS: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: up.UploadID})
+}
+
+func (a *api) uploadPart(rq *request) error {
+	part, err := parsePartNumber(rq, true)
+	if err != nil {
+		return err
+	}
+	opts, err := putOptions(rq, false)
+	if err != nil {
+		return err
+	}
+	info, err := a.st.UploadPart(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), part, rq.body, opts)
+	if err != nil {
+		return fmt.Errorf("upload part %d of %q/%q: %w", part, rq.bucket, rq.key, err)
+	}
+	h := rq.w.Header()
+	h.Set("ETag", quoteETag(info.ETag))
+	if info.Checksum.Algorithm != "" {
+		h.Set(checksumHeader(info.Checksum.Algorithm), info.Checksum.Value)
+	}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// parseCopyRange reads x-amz-copy-source-range ("bytes=first-last").
+func parseCopyRange(v string) (*store.ByteRange, error) {
+	if v == "" {
+		return nil, nil
+	}
+	spec, ok := strings.CutPrefix(v, "bytes=")
+	if !ok {
+		return nil, errInvalidCopyRange
+	}
+	first, last, ok := strings.Cut(spec, "-")
+	if !ok {
+		return nil, errInvalidCopyRange
+	}
+	s, err1 := strconv.ParseInt(first, 10, 64)
+	e, err2 := strconv.ParseInt(last, 10, 64)
+	if err1 != nil || err2 != nil || s < 0 || e < s {
+		return nil, errInvalidCopyRange
+	}
+	return &store.ByteRange{Start: s, End: e}, nil
+}
+
+type copyPartResult struct {
+	XMLName      xml.Name `xml:"CopyPartResult"`
+	NS           string   `xml:"xmlns,attr"`
+	LastModified string   `xml:"LastModified"`
+	ETag         string   `xml:"ETag"`
+	checksumFields
+}
+
+func (a *api) uploadPartCopy(rq *request) error {
+	part, err := parsePartNumber(rq, true)
+	if err != nil {
+		return err
+	}
+	src, err := parseCopySource(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	if src.Range, err = parseCopyRange(rq.r.Header.Get("x-amz-copy-source-range")); err != nil {
+		return err
+	}
+	info, err := a.st.UploadPartCopy(rq.ctx, src, rq.bucket, rq.key, rq.q.Get("uploadId"), part)
+	if err != nil {
+		return fmt.Errorf("upload part copy %d of %q/%q: %w", part, rq.bucket, rq.key, err)
+	}
+	return writeXML(rq, copyPartResult{
+		NS: s3NS, LastModified: xmlTime(orNow(info.LastModified)), ETag: quoteETag(info.ETag),
+		checksumFields: checksumXML(info.Checksum),
+	})
+}
+
+type completeRequest struct {
+	XMLName xml.Name `xml:"CompleteMultipartUpload"`
+	Parts   []struct {
+		PartNumber int    `xml:"PartNumber"`
+		ETag       string `xml:"ETag"`
+		checksumFields
+	} `xml:"Part"`
+}
+
+type completeResult struct {
+	XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+	NS       string   `xml:"xmlns,attr"`
+	Location string   `xml:"Location"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	ETag     string   `xml:"ETag"`
+	checksumFields
+	ChecksumType string `xml:"ChecksumType,omitempty"`
+}
+
+func (a *api) completeMultipartUpload(rq *request) error {
+	body, err := readBody(rq, max(a.cfg.MaxXMLBody, bigXMLBody))
+	if err != nil {
+		return err
+	}
+	var req completeRequest
+	if err := decodeXML(body, &req); err != nil {
+		return err
+	}
+	if len(req.Parts) == 0 || len(req.Parts) > store.MaxPartNumber {
+		return errMalformedXML
+	}
+	parts := make([]store.CompletePart, 0, len(req.Parts))
+	for _, p := range req.Parts {
+		if p.PartNumber < 1 || p.PartNumber > store.MaxPartNumber {
+			return errInvalidPartNumber
+		}
+		parts = append(parts, store.CompletePart{Number: p.PartNumber, ETag: unquoteETag(p.ETag), Checksums: p.checksumMap()})
+	}
+	h := rq.r.Header
+	opts := store.PutOptions{Size: -1, IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
+	if opts.Checksums, err = parseChecksumHeaders(h); err != nil {
+		return err
+	}
+	info, err := a.st.CompleteMultipartUpload(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), parts, opts)
+	if err != nil {
+		return fmt.Errorf("complete upload of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	out := completeResult{
+		NS: s3NS, Location: a.location(rq), Bucket: rq.bucket, Key: rq.key,
+		ETag: quoteETag(info.ETag), checksumFields: checksumXML(info.Checksum),
+	}
+	if info.Checksum.Algorithm != "" {
+		out.ChecksumType = info.Checksum.Type
+	}
+	return writeXML(rq, out)
+}
+
+// location is the object's URL as the client addressed the gateway.
+func (a *api) location(rq *request) string {
+	scheme := "http"
+	if rq.r.TLS != nil {
+		scheme = "https"
+	}
+	u := url.URL{Scheme: scheme, Host: rq.r.Host}
+	if vhostBucket(rq.r.Host, a.cfg.Domain) != "" {
+		u.Path = "/" + rq.key
+	} else {
+		u.Path = "/" + rq.bucket + "/" + rq.key
+	}
+	return u.String()
+}
+
+func (a *api) abortMultipartUpload(rq *request) error {
+	if err := a.st.AbortMultipartUpload(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId")); err != nil {
+		return fmt.Errorf("abort upload of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type partElem struct {
+	PartNumber   int    `xml:"PartNumber"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+	checksumFields
+}
+
+type listPartsResult struct {
+	XMLName              xml.Name   `xml:"ListPartsResult"`
+	NS                   string     `xml:"xmlns,attr"`
+	Bucket               string     `xml:"Bucket"`
+	Key                  string     `xml:"Key"`
+	UploadID             string     `xml:"UploadId"`
+	Initiator            *owner     `xml:"Initiator"`
+	Owner                *owner     `xml:"Owner"`
+	StorageClass         string     `xml:"StorageClass"`
+	PartNumberMarker     int        `xml:"PartNumberMarker"`
+	NextPartNumberMarker int        `xml:"NextPartNumberMarker"`
+	MaxParts             int        `xml:"MaxParts"`
+	IsTruncated          bool       `xml:"IsTruncated"`
+	ChecksumAlgorithm    string     `xml:"ChecksumAlgorithm,omitempty"`
+	ChecksumType         string     `xml:"ChecksumType,omitempty"`
+	Parts                []partElem `xml:"Part"`
+}
+
+func (a *api) listParts(rq *request) error {
+	marker, err := parseIntParam(rq, "part-number-marker", 0, errInvalidArgument.withMessage("Invalid part-number-marker"))
+	if err != nil {
+		return err
+	}
+	maxParts, err := parseIntParam(rq, "max-parts", maxListKeys, errInvalidArgument.withMessage("Invalid max-parts"))
+	if err != nil {
+		return err
+	}
+	maxParts = min(maxParts, maxListKeys)
+	uploadID := rq.q.Get("uploadId")
+	res, err := a.st.ListParts(rq.ctx, rq.bucket, rq.key, uploadID, marker, maxParts)
+	if err != nil {
+		return fmt.Errorf("list parts of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	own := ownerOf(rq)
+	out := listPartsResult{
+		NS: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: uploadID, Initiator: own, Owner: own,
+		StorageClass: "STANDARD", PartNumberMarker: marker, NextPartNumberMarker: res.NextPartNumberMarker,
+		MaxParts: maxParts, IsTruncated: res.Truncated,
+		ChecksumAlgorithm: res.Upload.ChecksumAlgorithm, ChecksumType: res.Upload.ChecksumType,
+		Parts: make([]partElem, 0, len(res.Parts)),
+	}
+	for _, p := range res.Parts {
+		out.Parts = append(out.Parts, partElem{
+			PartNumber: p.Number, LastModified: xmlTime(orNow(p.LastModified)), ETag: quoteETag(p.ETag),
+			Size: p.Size, checksumFields: checksumXML(p.Checksum),
+		})
+	}
+	return writeXML(rq, out)
+}
+
+type uploadElem struct {
+	Key               string `xml:"Key"`
+	UploadID          string `xml:"UploadId"`
+	Initiator         *owner `xml:"Initiator"`
+	Owner             *owner `xml:"Owner"`
+	StorageClass      string `xml:"StorageClass"`
+	Initiated         string `xml:"Initiated"`
+	ChecksumAlgorithm string `xml:"ChecksumAlgorithm,omitempty"`
+	ChecksumType      string `xml:"ChecksumType,omitempty"`
+}
+
+type listMultipartUploadsResult struct {
+	XMLName            xml.Name     `xml:"ListMultipartUploadsResult"`
+	NS                 string       `xml:"xmlns,attr"`
+	Bucket             string       `xml:"Bucket"`
+	KeyMarker          string       `xml:"KeyMarker"`
+	UploadIDMarker     string       `xml:"UploadIdMarker"`
+	NextKeyMarker      string       `xml:"NextKeyMarker"`
+	NextUploadIDMarker string       `xml:"NextUploadIdMarker"`
+	Prefix             string       `xml:"Prefix"`
+	Delimiter          string       `xml:"Delimiter,omitempty"`
+	MaxUploads         int          `xml:"MaxUploads"`
+	EncodingType       string       `xml:"EncodingType,omitempty"`
+	IsTruncated        bool         `xml:"IsTruncated"`
+	Uploads            []uploadElem `xml:"Upload"`
+	CommonPrefixes     []prefixElem `xml:"CommonPrefixes"`
+}
+
+func (a *api) listMultipartUploads(rq *request) error {
+	enc, encType, err := parseEncodingType(rq.q)
+	if err != nil {
+		return err
+	}
+	maxUploads, err := parseIntParam(rq, "max-uploads", maxListKeys, errInvalidArgument.withMessage("Invalid max-uploads"))
+	if err != nil {
+		return err
+	}
+	maxUploads = min(maxUploads, maxListKeys)
+	p := store.ListUploadsParams{
+		Prefix: rq.q.Get("prefix"), Delimiter: rq.q.Get("delimiter"),
+		KeyMarker: rq.q.Get("key-marker"), UploadIDMarker: rq.q.Get("upload-id-marker"),
+		MaxUploads: maxUploads,
+	}
+	res, err := a.st.ListMultipartUploads(rq.ctx, rq.bucket, p)
+	if err != nil {
+		return fmt.Errorf("list uploads of %q: %w", rq.bucket, err)
+	}
+	own := ownerOf(rq)
+	out := listMultipartUploadsResult{
+		NS: s3NS, Bucket: rq.bucket, KeyMarker: enc.enc(p.KeyMarker), UploadIDMarker: p.UploadIDMarker,
+		NextKeyMarker: enc.enc(res.NextKeyMarker), NextUploadIDMarker: res.NextUploadIDMarker,
+		Prefix: enc.enc(p.Prefix), Delimiter: enc.enc(p.Delimiter), MaxUploads: maxUploads,
+		EncodingType: encType, IsTruncated: res.Truncated,
+		Uploads: make([]uploadElem, 0, len(res.Uploads)),
+	}
+	for _, u := range res.Uploads {
+		out.Uploads = append(out.Uploads, uploadElem{
+			Key: enc.enc(u.Key), UploadID: u.UploadID, Initiator: own, Owner: own,
+			StorageClass: "STANDARD", Initiated: xmlTime(orNow(u.Initiated)),
+			ChecksumAlgorithm: u.ChecksumAlgorithm, ChecksumType: u.ChecksumType,
+		})
+	}
+	for _, cp := range res.CommonPrefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, prefixElem{Prefix: enc.enc(cp)})
+	}
+	return writeXML(rq, out)
+}

@@ -1,0 +1,225 @@
+package s3api
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/s3gate/s3gate/store"
+)
+
+// checkVersionID accepts only the "null" version (versioning is never on).
+func checkVersionID(rq *request) error {
+	if rq.q.Has("versionId") && rq.q.Get("versionId") != "null" {
+		return errInvalidVersionID
+	}
+	return nil
+}
+
+func (a *api) putObject(rq *request) error {
+	if err := checkCannedACL(rq.r.Header); err != nil {
+		return err
+	}
+	opts, err := putOptions(rq, true)
+	if err != nil {
+		return err
+	}
+	info, err := a.st.PutObject(rq.ctx, rq.bucket, rq.key, rq.body, opts)
+	if err != nil {
+		return fmt.Errorf("put object %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	h := rq.w.Header()
+	h.Set("ETag", quoteETag(info.ETag))
+	setChecksumHeader(h, info.Checksum)
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// getObject serves GetObject and HeadObject.
+func (a *api) getObject(rq *request) error {
+	head := rq.r.Method == http.MethodHead
+	if err := checkVersionID(rq); err != nil {
+		return err
+	}
+	part, err := parsePartNumber(rq, false)
+	if err != nil {
+		return err
+	}
+	opts := store.GetOptions{
+		RangeSpec:  rq.r.Header.Get("Range"),
+		PartNumber: part,
+		Cond:       parseConditions(rq.r.Header, ""),
+	}
+	if opts.RangeSpec != "" && part > 0 {
+		return errRangeWithPart
+	}
+	info, rng, rd, err := a.st.GetObject(rq.ctx, rq.bucket, rq.key, opts, head)
+	if rd != nil {
+		defer rd.Close() //nolint:errcheck // releasing the pin; a read error was already handled
+	}
+	switch {
+	case errors.Is(err, store.ErrNotModified):
+		setValidators(rq.w.Header(), info)
+		return err
+	case errors.Is(err, store.ErrInvalidRange):
+		rq.w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(info.Size, 10))
+		return err
+	case err != nil:
+		return fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	setObjectHeaders(rq, info)
+	h := rq.w.Header()
+	length, status := info.Size, http.StatusOK
+	if rng != nil {
+		length, status = rng.End-rng.Start+1, http.StatusPartialContent
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.Start, rng.End, info.Size))
+	}
+	if part > 0 && len(info.Parts) > 0 {
+		h.Set("x-amz-mp-parts-count", strconv.Itoa(len(info.Parts)))
+	}
+	if strings.EqualFold(rq.r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		switch {
+		case part > 0 && len(info.Parts) >= part:
+			setChecksumHeader(h, info.Parts[part-1].Checksum)
+		case rng == nil, part > 0 && len(info.Parts) == 0:
+			// Whole-object reads only (part 1 of a single put is the whole
+			// object): a range's bytes do not match the stored checksum.
+			setChecksumHeader(h, info.Checksum)
+		}
+	}
+	h.Set("Content-Length", strconv.FormatInt(length, 10))
+	rq.w.WriteHeader(status)
+	if head || rd == nil {
+		return nil
+	}
+	a.copyBody(rq, rd, length)
+	return nil
+}
+
+// copyBody streams the object to the client. After the headers went out, a
+// failed or short copy aborts the connection so the client sees a truncated
+// answer, never a clean end.
+func (a *api) copyBody(rq *request, rd io.Reader, length int64) {
+	bufp := a.bufs.Get().(*[]byte)
+	defer a.bufs.Put(bufp)
+	buf := *bufp
+	var n int64
+	for {
+		m, rerr := rd.Read(buf)
+		if m > 0 {
+			if n+int64(m) > length {
+				a.abort(rq, fmt.Errorf("store returned more than %d bytes", length))
+			}
+			if _, werr := rq.w.Write(buf[:m]); werr != nil {
+				a.abort(rq, fmt.Errorf("write to client: %w", werr))
+			}
+			n += int64(m)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			a.abort(rq, fmt.Errorf("read object: %w", rerr))
+		}
+	}
+	if n != length {
+		a.abort(rq, fmt.Errorf("store returned %d of %d bytes", n, length))
+	}
+}
+
+func (a *api) abort(rq *request, err error) {
+	rq.errCode = "Aborted"
+	a.log.LogAttrs(rq.ctx, slog.LevelWarn, "s3 response aborted",
+		slog.String("request_id", rq.id), slog.String("op", rq.op),
+		slog.String("bucket", rq.bucket), slog.String("key", rq.key),
+		slog.String("error", err.Error()))
+	panic(http.ErrAbortHandler)
+}
+
+func (a *api) deleteObject(rq *request) error {
+	if err := checkVersionID(rq); err != nil {
+		return err
+	}
+	if err := a.st.DeleteObject(rq.ctx, rq.bucket, rq.key); err != nil {
+		return fmt.Errorf("delete object %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// parseCopySource reads x-amz-copy-source ("[/]bucket/key[?versionId=null]",
+// URL-encoded) and the x-amz-copy-source-if-* conditions.
+func parseCopySource(h http.Header) (store.CopySource, error) {
+	raw := h.Get("x-amz-copy-source")
+	path, query, hasQuery := strings.Cut(raw, "?")
+	if hasQuery {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return store.CopySource{}, errInvalidCopySource
+		}
+		if q.Has("versionId") && q.Get("versionId") != "null" {
+			return store.CopySource{}, errInvalidVersionID
+		}
+	}
+	dec, err := url.PathUnescape(path)
+	if err != nil {
+		return store.CopySource{}, errInvalidCopySource
+	}
+	dec = strings.TrimPrefix(dec, "/")
+	bucket, key, ok := strings.Cut(dec, "/")
+	if !ok || bucket == "" || key == "" {
+		return store.CopySource{}, errInvalidCopySource
+	}
+	return store.CopySource{Bucket: bucket, Key: key, Cond: parseConditions(h, "x-amz-copy-source-")}, nil
+}
+
+type copyObjectResult struct {
+	XMLName      xml.Name `xml:"CopyObjectResult"`
+	NS           string   `xml:"xmlns,attr"`
+	LastModified string   `xml:"LastModified"`
+	ETag         string   `xml:"ETag"`
+	checksumFields
+}
+
+func (a *api) copyObject(rq *request) error {
+	h := rq.r.Header
+	if err := checkCannedACL(h); err != nil {
+		return err
+	}
+	src, err := parseCopySource(h)
+	if err != nil {
+		return err
+	}
+	var opts store.CopyOptions
+	switch strings.ToUpper(h.Get("x-amz-metadata-directive")) {
+	case "", "COPY":
+	case "REPLACE":
+		opts.ReplaceMeta = true
+		if opts.Meta, err = parseMeta(h); err != nil {
+			return err
+		}
+	default:
+		return errInvalidMetadataDirective
+	}
+	if opts.ChecksumAlgorithm, err = parseChecksumAlgorithm(h); err != nil {
+		return err
+	}
+	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" {
+		return errSelfCopy
+	}
+	info, err := a.st.CopyObject(rq.ctx, src, rq.bucket, rq.key, opts)
+	if err != nil {
+		return fmt.Errorf("copy %q/%q to %q/%q: %w", src.Bucket, src.Key, rq.bucket, rq.key, err)
+	}
+	setChecksumHeader(rq.w.Header(), info.Checksum)
+	return writeXML(rq, copyObjectResult{
+		NS: s3NS, LastModified: xmlTime(orNow(info.LastModified)), ETag: quoteETag(info.ETag),
+		checksumFields: checksumXML(info.Checksum),
+	})
+}

@@ -1,0 +1,316 @@
+// Package s3api serves the S3 REST API over HTTP on top of store.ObjectStore.
+// It routes path-style and virtual-host-style requests, authenticates every
+// request, translates S3 headers and XML to store calls, and maps errors to S3
+// error answers in one place (errors.go). It never sees SQL.
+//
+// Behaviour choices (AWS has several, depending on region and age):
+//   - CreateBucket of a bucket we already own answers 200 when the configured
+//     region is us-east-1 (AWS's legacy behaviour there) and 409
+//     BucketAlreadyOwnedByYou in any other region.
+//   - A missing/empty LocationConstraint creates the bucket in the configured
+//     region; an explicit constraint must name that region (or "EU" for
+//     eu-west-1). An explicit "us-east-1" elsewhere is InvalidLocationConstraint,
+//     any other region IllegalLocationConstraintException.
+//   - XML bodies are capped at Config.MaxXMLBody, except DeleteObjects and
+//     CompleteMultipartUpload, whose legitimate bodies (1000 keys of 1 KiB, 10000
+//     parts with checksums) exceed 1 MiB: they are capped at max(MaxXMLBody,
+//     8 MiB).
+package s3api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/store"
+)
+
+// Authenticator verifies a request's signature (auth.Verifier implements it).
+type Authenticator interface {
+	Verify(r *http.Request) (*auth.Result, error)
+}
+
+// Config configures the API handler.
+type Config struct {
+	// Region is the region this gateway answers for (default us-east-1).
+	Region string
+	// Domain is the base of virtual-host-style addressing (bucket.Domain);
+	// empty turns virtual-host style off.
+	Domain string
+	// MaxXMLBody caps every parsed request body (default 1 MiB).
+	MaxXMLBody int64
+}
+
+// DefaultMaxXMLBody is the default cap of parsed request bodies.
+const DefaultMaxXMLBody = 1 << 20
+
+const (
+	// bigXMLBody is the cap of the two list-shaped bodies (see package doc).
+	bigXMLBody = 8 << 20
+	// copyBufSize is the GET copy buffer: large enough for the engines' 256 KiB
+	// – 1 MiB reads, small enough to keep memory flat under concurrency.
+	copyBufSize = 512 << 10
+	// maxUserMeta is AWS's limit on x-amz-meta-* (keys plus values, bytes).
+	maxUserMeta   = 2 << 10
+	defaultRegion = "us-east-1"
+)
+
+type api struct {
+	cfg   Config
+	st    store.ObjectStore
+	authn Authenticator
+	log   *slog.Logger
+	bufs  sync.Pool
+}
+
+// New returns the S3 API handler.
+func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger) http.Handler {
+	if cfg.Region == "" {
+		cfg.Region = defaultRegion
+	}
+	if cfg.MaxXMLBody <= 0 {
+		cfg.MaxXMLBody = DefaultMaxXMLBody
+	}
+	cfg.Domain = strings.ToLower(strings.Trim(cfg.Domain, "."))
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &api{cfg: cfg, st: st, authn: authn, log: log}
+	a.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
+
+	r := mux.NewRouter()
+	// Keys may contain "//", "." and ".." and encoded slashes: no cleaning, no
+	// redirects, and match on the escaped path so each key is unescaped once.
+	r.SkipClean(true)
+	r.UseEncodedPath()
+	if cfg.Domain != "" {
+		r.MatcherFunc(func(req *http.Request, _ *mux.RouteMatch) bool {
+			return vhostBucket(req.Host, cfg.Domain) != ""
+		}).HandlerFunc(a.serveVHost)
+	}
+	r.Path("/").HandlerFunc(func(w http.ResponseWriter, req *http.Request) { a.serve(w, req, "", "", nil) })
+	r.Path("/{bucket}").HandlerFunc(a.servePath)
+	r.Path("/{bucket}/{key:.*}").HandlerFunc(a.servePath)
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		a.serve(w, req, "", "", errInvalidURI)
+	})
+	return r
+}
+
+// vhostBucket returns the bucket of a virtual-host-style Host, or "".
+func vhostBucket(host, domain string) string {
+	if domain == "" {
+		return ""
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	suffix := "." + domain
+	if !strings.HasSuffix(host, suffix) {
+		return ""
+	}
+	return strings.TrimSuffix(host, suffix)
+}
+
+func (a *api) serveVHost(w http.ResponseWriter, r *http.Request) {
+	bucket := vhostBucket(r.Host, a.cfg.Domain)
+	key, err := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/"))
+	if err != nil {
+		a.serve(w, r, bucket, "", errInvalidURI)
+		return
+	}
+	a.serve(w, r, bucket, key, nil)
+}
+
+func (a *api) servePath(w http.ResponseWriter, r *http.Request) {
+	v := mux.Vars(r)
+	bucket, err1 := url.PathUnescape(v["bucket"])
+	key, err2 := url.PathUnescape(v["key"])
+	if err := errors.Join(err1, err2); err != nil {
+		a.serve(w, r, bucket, "", errInvalidURI)
+		return
+	}
+	a.serve(w, r, bucket, key, nil)
+}
+
+// request is the state of one S3 request as the handlers see it.
+type request struct {
+	r         *http.Request
+	w         *respWriter
+	ctx       context.Context
+	q         url.Values
+	id        string
+	op        string
+	bucket    string
+	key       string
+	accessKey string
+	// body is the verified, decoded request body (auth.Result.Body), counted.
+	body    *countingReader
+	size    int64
+	trailer func() (alg, value string, err error)
+	errCode string
+}
+
+type handlerFunc func(a *api, rq *request) error
+
+// serve runs the pipeline shared by every route: request id, operation
+// resolution, authentication, the handler, error answer and access log.
+func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, routeErr error) {
+	start := time.Now()
+	rq := &request{
+		r:      r,
+		w:      &respWriter{ResponseWriter: w},
+		ctx:    r.Context(),
+		q:      r.URL.Query(),
+		id:     newRequestID(),
+		bucket: bucket,
+		key:    key,
+		body:   &countingReader{r: http.NoBody},
+	}
+	rq.op = Operation(r.Method, bucket, key, rq.q, r.Header)
+	if routeErr != nil {
+		rq.op = opUnknown // as ResolveOperation names unroutable paths
+	}
+	h := w.Header()
+	h.Set("x-amz-request-id", rq.id)
+	h.Set("x-amz-id-2", newHostID())
+	h.Set("Server", "s3gate")
+	defer a.accessLog(rq, start)
+
+	if routeErr != nil {
+		a.writeError(rq, routeErr)
+		return
+	}
+	res, err := a.authn.Verify(r)
+	if err != nil {
+		a.writeError(rq, err)
+		return
+	}
+	if res == nil || res.Anonymous {
+		a.writeError(rq, errAccessDenied)
+		return
+	}
+	rq.accessKey = res.AccessKey
+	if res.Body != nil {
+		rq.body.r = res.Body
+		defer res.Body.Close() //nolint:errcheck // nothing to report once the answer is decided
+	}
+	rq.size = res.DecodedLength
+	rq.trailer = res.Trailer
+
+	fn, ok := handlers[rq.op]
+	if !ok {
+		fn = unsupported
+	}
+	if err := fn(a, rq); err != nil {
+		a.writeError(rq, err)
+	}
+}
+
+// unsupported answers operations without a handler: known S3 operations are
+// NotImplemented, anything else (odd methods) MethodNotAllowed.
+func unsupported(_ *api, rq *request) error {
+	if rq.op == opUnknown {
+		return errMethodNotAllowed
+	}
+	return errNotImplemented
+}
+
+// accessLog writes one line per request. It also sees handler panics: an
+// aborted response is logged and the panic continues so net/http cuts the
+// connection.
+func (a *api) accessLog(rq *request, start time.Time) {
+	rec := recover()
+	status := rq.w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if rec != nil {
+		status = 0                       // aborted mid-answer
+		if rec != http.ErrAbortHandler { //nolint:errorlint // sentinel identity, as net/http compares it
+			a.log.LogAttrs(rq.ctx, slog.LevelError, "s3 handler panic",
+				slog.String("request_id", rq.id), slog.Any("panic", rec))
+		}
+	}
+	a.log.LogAttrs(rq.ctx, slog.LevelInfo, "s3 request",
+		slog.String("request_id", rq.id),
+		slog.String("op", rq.op),
+		slog.String("method", rq.r.Method),
+		slog.String("bucket", rq.bucket),
+		slog.String("key", rq.key),
+		slog.Int("status", status),
+		slog.String("error_code", rq.errCode),
+		slog.Int64("bytes_in", rq.body.n),
+		slog.Int64("bytes_out", rq.w.bytes),
+		slog.Duration("duration", time.Since(start)),
+		slog.String("access_key", rq.accessKey),
+		slog.String("remote", rq.r.RemoteAddr),
+	)
+	if rec != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+func newHostID() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// respWriter records the status and counts the body bytes written.
+type respWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer (per-write
+// deadlines, flushing).
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countingReader counts the request body bytes read.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
