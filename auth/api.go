@@ -47,6 +47,17 @@ type Result struct {
 type Error struct {
 	Code    string
 	Message string
+	// Err is the underlying cause for InternalError (for example a failed
+	// credential lookup); nil for client errors. It never carries a secret.
+	Err error
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Code + ": " + e.Message + ": " + e.Err.Error()
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Unwrap returns the underlying cause, if any.
+func (e *Error) Unwrap() error { return e.Err }
