@@ -36,7 +36,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	if err != nil {
 		return nil, fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
-	if err := pg.Migrate(ctx, dbURL); err != nil {
+	if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	var media *localfs.Media
@@ -52,6 +52,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		Large:       cfg.LargeEngine,
 		Media:       media,
 		Region:      cfg.Region,
+		SkipMigrate: true, // migrated above, without the pool options in the URL
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open metadata engine: %w", err)
