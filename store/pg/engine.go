@@ -1,0 +1,280 @@
+// Package pg is the metadata engine on PostgreSQL (pgx v5): buckets, objects,
+// multipart uploads and content-addressed blobs, published by joint
+// transactions. Small content lives inline in the blob row; large content goes
+// to a content engine: PostgreSQL large objects (store/pglo), 1 MiB bytea rows
+// (store/pgchunks) or filesystem media (store/localfs).
+//
+// Every transaction is ended on every path before its connection returns to
+// the pool (amendment A1): see withTx.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/pgchunks"
+	"github.com/s3gate/s3gate/store/pglo"
+)
+
+// Large engine names for Config.Large.
+const (
+	LargePGLO     = store.TierPGLO
+	LargePGChunks = store.TierPGChunks
+	LargeLocal    = store.TierLocal
+	// DefaultLarge is the large engine used when Config.Large is empty. 1 MiB
+	// bytea rows measured faster than large objects for both writes and reads
+	// (see docs/adr and the package benchmarks) and travel through logical
+	// replication.
+	DefaultLarge = LargePGChunks
+)
+
+// rollbackTimeout bounds the rollback that ends a failed transaction; it runs
+// on a fresh context because the request's may be the reason for the failure.
+const rollbackTimeout = 5 * time.Second
+
+// defaultMaxConns is the pool size unless the URL sets pool_max_conns.
+const defaultMaxConns = 32
+
+// Config configures Open.
+type Config struct {
+	// DatabaseURL is a PostgreSQL URL (pgxpool options such as pool_max_conns
+	// are honoured).
+	DatabaseURL string
+	// InlineMax is the inline knee: content up to this many bytes is stored in
+	// the blob row. 0 means store.DefaultInlineMax; negative stores nothing
+	// inline.
+	InlineMax int
+	// Large names the large-content engine: "pglo", "pgchunks" or "local"
+	// ("" means DefaultLarge).
+	Large string
+	// Media is the filesystem media for Large = "local".
+	Media *localfs.Media
+	// Region is the default region of new buckets.
+	Region string
+	// SkipMigrate skips applying migrations in Open (the schema must then be
+	// current already; Open checks it).
+	SkipMigrate bool
+}
+
+// Engine is the PostgreSQL metadata engine. It implements store.ObjectStore.
+type Engine struct {
+	pool      *pgxpool.Pool
+	inlineMax int
+	large     string
+	content   content.Engine // pglo or pgchunks; nil for local
+	media     *localfs.Media // local only
+	region    string
+}
+
+var _ store.ObjectStore = (*Engine)(nil)
+
+// Open connects to the database, applies pending migrations (unless
+// cfg.SkipMigrate) and returns the engine.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("pg: empty database URL")
+	}
+	e := &Engine{inlineMax: cfg.InlineMax, region: cfg.Region, large: cfg.Large}
+	if e.inlineMax == 0 {
+		e.inlineMax = store.DefaultInlineMax
+	}
+	if e.inlineMax < 0 {
+		e.inlineMax = 0
+	}
+	if e.region == "" {
+		e.region = "us-east-1"
+	}
+	if e.large == "" {
+		e.large = DefaultLarge
+	}
+	switch e.large {
+	case LargePGLO:
+		e.content = pglo.New()
+	case LargePGChunks:
+		e.content = pgchunks.New()
+	case LargeLocal:
+		if cfg.Media == nil {
+			return nil, errors.New("pg: large engine \"local\" needs media")
+		}
+		e.media = cfg.Media
+	default:
+		return nil, fmt.Errorf("pg: unknown large engine %q (want pglo, pgchunks or local)", cfg.Large)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("pg: parse database URL: %w", err)
+	}
+	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		pcfg.MaxConns = defaultMaxConns
+	}
+	if !cfg.SkipMigrate {
+		if err := Migrate(ctx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("pg: pool: %w", err)
+	}
+	e.pool = pool
+	applied, known, err := SchemaVersion(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pg: %w", err)
+	}
+	if applied != known {
+		pool.Close()
+		return nil, fmt.Errorf("pg: schema version %d, this binary needs %d: run migrations", applied, known)
+	}
+	return e, nil
+}
+
+// Close closes the pool. Open readers must be closed first.
+func (e *Engine) Close() { e.pool.Close() }
+
+// Ping checks that the database answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	if err := e.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pg: ping: %w: %w", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Pool exposes the connection pool to sibling packages of the process (GC,
+// fleet) that share the schema.
+func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
+
+// Large reports the large engine in use.
+func (e *Engine) Large() string { return e.large }
+
+// lockKey derives a 64-bit advisory lock key from a namespaced identity. Each
+// part is length-prefixed so that ("a","b/c") and ("a/b","c") differ.
+func lockKey(namespace string, parts ...string) int64 {
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "s3gate/%s", namespace) // hash writes never fail
+	for _, p := range parts {
+		_, _ = fmt.Fprintf(h, "\x00%d:%s", len(p), p)
+	}
+	return int64(h.Sum64())
+}
+
+func objectLockKey(bucket, key string) int64 { return lockKey("object", bucket, key) }
+func uploadLockKey(uploadID string) int64    { return lockKey("upload", uploadID) }
+
+// lockXact takes transaction-level advisory locks in ascending key order (a
+// fixed order avoids deadlocks between transactions taking several). They are
+// released by COMMIT or ROLLBACK, never leaked to the next pool borrower.
+func lockXact(ctx context.Context, tx pgx.Tx, keys ...int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, keys); err != nil {
+		return fmt.Errorf("advisory lock: %w", err)
+	}
+	return nil
+}
+
+// withTx runs fn in a transaction and commits it. Whatever happens after
+// BEGIN (an error, a panic, a cancelled context) the transaction is ended
+// before the connection goes back to the pool: rollback runs on a fresh,
+// bounded context, and if even that fails pgx closes the connection instead
+// of returning it (amendment A1).
+func (e *Engine) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", mapErr(err))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			if rerr := rollback(ctx, tx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// pgx ends the transaction on a failed commit (or closes the connection).
+		committed = true
+		return &commitError{err: fmt.Errorf("commit: %w", mapErr(err))}
+	}
+	committed = true
+	return nil
+}
+
+// commitError marks a failed COMMIT, whose outcome may be unknown (the
+// connection can break after the server committed).
+type commitError struct{ err error }
+
+func (c *commitError) Error() string { return c.err.Error() }
+func (c *commitError) Unwrap() error { return c.err }
+
+// rollback ends tx on a fresh context. A failed rollback makes pgx close the
+// connection, so the pool destroys it rather than lend it out mid-transaction.
+func rollback(ctx context.Context, tx pgx.Tx) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if err := tx.Rollback(rctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("rollback (connection discarded): %w", err)
+	}
+	return nil
+}
+
+// mapErr turns connection-level failures into store.ErrUnavailable (503) and
+// leaves others as they are.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "53300", pgErr.Code == "53200", strings.HasPrefix(pgErr.Code, "57P"), strings.HasPrefix(pgErr.Code, "08"):
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+		return err
+	}
+	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// isFKViolation reports a foreign-key violation of the named constraint.
+func isFKViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == constraint
+}
+
+// isUniqueViolation reports a unique violation of the named constraint.
+func isUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+// Readers of the PostgreSQL content engines, by tier: a blob is read by the
+// engine of its tier, whatever engine this instance writes new content with.
+var (
+	readPGLO     content.Engine = pglo.New()
+	readPGChunks content.Engine = pgchunks.New()
+)
+
+func contentFor(tier string) content.Engine {
+	if tier == store.TierPGLO {
+		return readPGLO
+	}
+	return readPGChunks
+}

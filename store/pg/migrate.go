@@ -1,0 +1,153 @@
+package pg
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one versioned schema step.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrationLockKey is the transaction-level advisory lock that serializes
+// schema changes across instances starting at once.
+var migrationLockKey = lockKey("migrate", "schema")
+
+// migrations returns the embedded migrations in version order. File names are
+// NNNN_name.sql.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	var out []migration
+	seen := map[int]string{}
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		if !ok || !strings.HasSuffix(name, ".sql") {
+			return nil, fmt.Errorf("migration %q: want NNNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %q: bad version %q", name, num)
+		}
+		if other, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %q and %q share version %d", other, name, v)
+		}
+		seen[v] = name
+		b, err := migrationFS.ReadFile("migrations/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %q: %w", name, err)
+		}
+		out = append(out, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// Migrate brings the schema of the database at databaseURL up to date. It is
+// safe to call from several instances at once: everything happens in one
+// transaction under a transaction-level advisory lock, so a second caller
+// waits and then finds nothing left to do; a failed migration leaves the
+// schema as it was.
+func Migrate(ctx context.Context, databaseURL string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("migrate: connect: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx) // the outcome was decided by COMMIT; a failed close only loses the socket
+	}()
+	return migrateConn(ctx, conn)
+}
+
+func migrateConn(ctx context.Context, conn *pgx.Conn) (err error) {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, rollback(ctx, tx))
+		}
+	}()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
+		return fmt.Errorf("migrate: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    int PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		return fmt.Errorf("migrate: schema_migrations: %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("migrate: applied versions: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return fmt.Errorf("migrate: applied versions: %w", err)
+	}
+	done := map[int]bool{}
+	latest := 0
+	for _, v := range applied {
+		done[v] = true
+		latest = max(latest, v)
+	}
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		if m.version < latest {
+			return fmt.Errorf("migrate: %s is older than applied version %d but was never applied", m.name, latest)
+		}
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the highest applied migration version (0 if none),
+// and the highest version this binary knows.
+func SchemaVersion(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (applied, known int, err error) {
+	ms, err := migrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	known = ms[len(ms)-1].version
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
+		return 0, known, fmt.Errorf("schema version: %w", err)
+	}
+	return applied, known, nil
+}

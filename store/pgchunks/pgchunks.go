@@ -1,0 +1,128 @@
+// Package pgchunks stores large blobs as 1 MiB bytea rows in the table
+// blob_chunks (created by store/pg's migrations, STORAGE EXTERNAL so that
+// PostgreSQL does not try to compress content and can read slices of a row
+// without detoasting all of it).
+//
+// Rows are written inside the joint transaction of the put; reads are one
+// short autocommit statement per chunk. Unlike large objects, the rows travel
+// through logical replication.
+package pgchunks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/pg/content"
+)
+
+// Engine is the chunked-bytea content engine. Rows are keyed by
+// (blob id, seq); every chunk but the last holds exactly content.ChunkSize
+// bytes, which is what lets a read find the row of an offset.
+type Engine struct{}
+
+var _ content.Engine = (*Engine)(nil)
+
+// New returns the engine.
+func New() *Engine { return &Engine{} }
+
+// Tier implements content.Engine.
+func (e *Engine) Tier() string { return store.TierPGChunks }
+
+// Write implements content.Engine; the reference is 0 (the blob id keys the
+// rows).
+func (e *Engine) Write(ctx context.Context, tx pgx.Tx, blobID int64, r io.Reader) (int64, int64, error) {
+	buf := make([]byte, content.ChunkSize)
+	var total int64
+	for seq := int32(0); ; seq++ {
+		n, err := io.ReadFull(r, buf)
+		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !eof {
+			return 0, 0, fmt.Errorf("read content: %w", err)
+		}
+		if n > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO blob_chunks (blob_id, seq, data) VALUES ($1, $2, $3)`,
+				blobID, seq, buf[:n]); err != nil {
+				return 0, 0, fmt.Errorf("pgchunks: insert chunk %d of blob %d: %w", seq, blobID, err)
+			}
+			total += int64(n)
+		}
+		if eof {
+			return 0, total, nil
+		}
+	}
+}
+
+// Drop implements content.Engine.
+func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, blobID, _ int64) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1`, blobID); err != nil {
+		return fmt.Errorf("pgchunks: drop blob %d: %w", blobID, err)
+	}
+	return nil
+}
+
+// Open implements content.Engine. Each statement fetches the needed slice of
+// one row with substring(), which reads only that slice of an uncompressed
+// (STORAGE EXTERNAL) value.
+func (e *Engine) Open(ctx context.Context, q content.Querier, blobID, _ int64, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("pgchunks: bad span %d+%d", off, n)
+	}
+	return &reader{ctx: ctx, q: q, blob: blobID, off: off, left: n}, nil
+}
+
+type reader struct {
+	ctx  context.Context
+	q    content.Querier
+	blob int64
+	off  int64
+	left int64
+	buf  []byte
+	err  error
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		seq := r.off / content.ChunkSize
+		inRow := r.off % content.ChunkSize
+		want := min(r.left, content.ChunkSize-inRow)
+		var got []byte
+		// substring is 1-based.
+		err := r.q.QueryRow(r.ctx, `SELECT substring(data FROM $3 FOR $4) FROM blob_chunks WHERE blob_id = $1 AND seq = $2`,
+			r.blob, int32(seq), int32(inRow+1), int32(want)).Scan(&got)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("chunk %d missing: %w", seq, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
+			r.err = fmt.Errorf("pgchunks: blob %d at %d: %w", r.blob, r.off, err)
+			return 0, r.err
+		}
+		if int64(len(got)) != want {
+			r.err = fmt.Errorf("pgchunks: blob %d: got %d bytes at %d, want %d: %w", r.blob, len(got), r.off, want, io.ErrUnexpectedEOF)
+			return 0, r.err
+		}
+		r.buf = got
+		r.off += want
+		r.left -= want
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// Close releases the buffer; nothing is held on the server between reads.
+func (r *reader) Close() error {
+	r.buf = nil
+	r.err = errors.New("pgchunks: read after close")
+	return nil
+}

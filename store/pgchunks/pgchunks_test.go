@@ -1,0 +1,181 @@
+package pgchunks_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/s3gate/s3gate/internal/pgtest"
+	"github.com/s3gate/s3gate/store/pg"
+	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/pgchunks"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// pool returns a pool on a fresh database with the s3gate schema (which
+// creates blob_chunks).
+func pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	dsn := pgtest.DSN(tb)
+	if err := pg.Migrate(context.Background(), dsn); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	return p
+}
+
+func randBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// write stores data as the chunks of blob id (with a blob row, which the
+// deferred foreign key requires at commit).
+func write(tb testing.TB, p *pgxpool.Pool, id int64, data []byte) {
+	tb.Helper()
+	ctx := context.Background()
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	_, n, err := pgchunks.New().Write(ctx, tx, id, bytes.NewReader(data))
+	if err != nil {
+		tb.Fatalf("write: %v", err)
+	}
+	if n != int64(len(data)) {
+		tb.Fatalf("write reported %d bytes, want %d", n, len(data))
+	}
+	var sum [32]byte
+	sum[0], sum[1] = byte(id), byte(id>>8)
+	if _, err := tx.Exec(ctx, `INSERT INTO blobs (id, sha256, size, tier) VALUES ($1, $2, $3, 'pgchunks')`, id, sum[:], n); err != nil {
+		tb.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestWriteOpenDrop(t *testing.T) {
+	p := pool(t)
+	ctx := context.Background()
+	e := pgchunks.New()
+	size := 2*content.ChunkSize + 333
+	data := randBytes(1, size)
+	for i, d := range [][]byte{{}, data[:10], data[:content.ChunkSize], data} {
+		id := int64(i + 1)
+		write(t, p, id, d)
+		var rows int
+		if err := p.QueryRow(ctx, `SELECT count(*) FROM blob_chunks WHERE blob_id = $1`, id).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if want := (len(d) + content.ChunkSize - 1) / content.ChunkSize; rows != want {
+			t.Errorf("%d bytes stored in %d rows, want %d", len(d), rows, want)
+		}
+		spans := []struct{ off, n int64 }{{0, int64(len(d))}}
+		if len(d) == size {
+			spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2}, struct{ off, n int64 }{int64(size) - 1, 1})
+		}
+		for _, s := range spans {
+			rd, err := e.Open(ctx, p, id, 0, s.off, s.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rd)
+			if err != nil {
+				t.Fatalf("read %d+%d: %v", s.off, s.n, err)
+			}
+			if err := rd.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, d[s.off:s.off+s.n]) {
+				t.Errorf("span %d+%d of %d bytes: content differs", s.off, s.n, len(d))
+			}
+		}
+		rd, _ := e.Open(ctx, p, id, 0, 0, int64(len(d))+1)
+		if _, err := io.ReadAll(rd); err == nil {
+			t.Errorf("read past the end of %d bytes succeeded", len(d))
+		}
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Drop(ctx, tx, id, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.QueryRow(ctx, `SELECT count(*) FROM blob_chunks WHERE blob_id = $1`, id).Scan(&rows); err != nil || rows != 0 {
+			t.Errorf("rows left after Drop: %d (%v)", rows, err)
+		}
+	}
+}
+
+// TestChunksWithoutBlobRowFail checks the deferred foreign key: chunk rows
+// whose blob row never arrives cannot commit.
+func TestChunksWithoutBlobRowFail(t *testing.T) {
+	p := pool(t)
+	ctx := context.Background()
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after a failed commit
+	if _, _, err := pgchunks.New().Write(ctx, tx, 99, bytes.NewReader([]byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("commit of chunks without a blob row succeeded")
+	}
+}
+
+const benchSize = 64 << 20
+
+// BenchmarkPGChunksWrite measures writing 64 MiB as 1 MiB rows in a
+// transaction.
+func BenchmarkPGChunksWrite(b *testing.B) {
+	p := pool(b)
+	data := randBytes(2, benchSize)
+	b.SetBytes(benchSize)
+	id := int64(1000)
+	for b.Loop() {
+		id++
+		write(b, p, id, data)
+		b.StopTimer()
+		if _, err := p.Exec(context.Background(), `DELETE FROM blobs WHERE id = $1`, id); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPGChunksRead measures reading 64 MiB, one row per statement.
+func BenchmarkPGChunksRead(b *testing.B) {
+	p := pool(b)
+	write(b, p, 1, randBytes(3, benchSize))
+	e := pgchunks.New()
+	b.SetBytes(benchSize)
+	for b.Loop() {
+		rd, err := e.Open(context.Background(), p, 1, 0, 0, benchSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, rd); err != nil || n != benchSize {
+			b.Fatalf("read %d: %v", n, err)
+		}
+	}
+}
