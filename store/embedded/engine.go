@@ -1,0 +1,324 @@
+// Package embedded is the metadata engine of the embedded default: no
+// PostgreSQL, metadata in an SQLite database (modernc.org/sqlite, pure Go, so
+// the binary stays cgo-free) at <Dir>/meta.db, small content inline in the blob
+// row and large content in files through store/localfs under <Dir>. It
+// implements store.ObjectStore with the same semantics and error sentinels as
+// the PostgreSQL engine (store/pg): content-addressed blobs deduplicated by
+// SHA-256 with ids that are never reused, object rows referencing blobs,
+// multipart objects as manifests of part blobs, copies as metadata operations.
+//
+// SQLite allows one writer at a time: the engine keeps one dedicated writer
+// connection that opens every write transaction with BEGIN IMMEDIATE (so a
+// transaction never has to upgrade its lock halfway), and a separate pool of
+// reader connections, which WAL mode lets read committed snapshots while the
+// writer works. Object and upload locks and content pins live in process.
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/localfs"
+)
+
+// MetaFile is the name of the metadata database inside Config.Dir.
+const MetaFile = "meta.db"
+
+// busyTimeout is how long a connection waits for SQLite's file locks. Writes
+// are already serialized in process by the single writer connection; the
+// timeout only covers checkpoints and a second process opening the files.
+const busyTimeout = 10 * time.Second
+
+// Config configures Open.
+type Config struct {
+	// Dir is the data directory: the metadata database is <Dir>/meta.db and
+	// large content lives in <Dir>/stage and <Dir>/blobs (store/localfs).
+	Dir string
+	// InlineMax is the inline knee: content up to this many bytes is stored in
+	// the blob row. 0 means store.DefaultInlineMax; negative stores nothing
+	// inline.
+	InlineMax int
+	// Region is the default region of new buckets ("" means us-east-1).
+	Region string
+}
+
+// Engine is the embedded metadata engine. It implements store.ObjectStore.
+type Engine struct {
+	wdb       *sql.DB // exactly one connection: every write transaction
+	rdb       *sql.DB // reader pool
+	media     *localfs.Media
+	inlineMax int
+	region    string
+	locks     *lockTable
+	pins      *pinTable
+}
+
+var _ store.ObjectStore = (*Engine)(nil)
+
+// Open opens (creating if needed) the data directory and its metadata
+// database, applies pending migrations and returns the engine.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("embedded: no data directory given")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: data directory %q: %w", cfg.Dir, err)
+	}
+	if strings.ContainsAny(dir, "?#") {
+		// The driver splits its DSN at '?'.
+		return nil, fmt.Errorf("embedded: data directory %q must not contain '?' or '#'", dir)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("embedded: create data directory: %w", err)
+	}
+	media, err := localfs.Open(dir, false)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	e := &Engine{media: media, inlineMax: cfg.InlineMax, region: cfg.Region, locks: newLockTable(), pins: newPinTable()}
+	if e.inlineMax == 0 {
+		e.inlineMax = store.DefaultInlineMax
+	}
+	if e.inlineMax < 0 {
+		e.inlineMax = 0
+	}
+	if e.region == "" {
+		e.region = "us-east-1"
+	}
+
+	path := filepath.Join(dir, MetaFile)
+	// The writer sets the persistent journal mode before any reader opens.
+	e.wdb, err = sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	}
+	e.wdb.SetMaxOpenConns(1)
+	e.wdb.SetMaxIdleConns(1)
+	e.wdb.SetConnMaxLifetime(0)
+	e.wdb.SetConnMaxIdleTime(0)
+	if err := e.wdb.PingContext(ctx); err != nil {
+		_ = e.wdb.Close() // the ping error is the one to report
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, e.wdb); err != nil {
+		_ = e.wdb.Close()
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	e.rdb, err = sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		_ = e.wdb.Close()
+		return nil, fmt.Errorf("embedded: open %s for reading: %w", path, err)
+	}
+	readers := max(4, runtime.GOMAXPROCS(0)*2)
+	e.rdb.SetMaxOpenConns(readers)
+	e.rdb.SetMaxIdleConns(readers)
+	if err := e.rdb.PingContext(ctx); err != nil {
+		_ = e.Close()
+		return nil, fmt.Errorf("embedded: open %s for reading: %w", path, err)
+	}
+	return e, nil
+}
+
+// dsn builds the driver's data source name. Writers take the write lock at
+// BEGIN (BEGIN IMMEDIATE); readers are query-only.
+func dsn(path string, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if writer {
+		q.Add("_pragma", "journal_mode(WAL)")
+		// NORMAL in WAL mode: a commit is durable once the WAL is synced at
+		// checkpoint; a power loss can lose the last commits but never
+		// corrupts the database. Content files are fsynced before COMMIT.
+		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "query_only(1)")
+	}
+	return path + "?" + q.Encode()
+}
+
+// Close closes both connection pools. Open readers must be closed first.
+func (e *Engine) Close() error {
+	var errs []error
+	if e.rdb != nil {
+		if err := e.rdb.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close readers: %w", err))
+		}
+	}
+	if e.wdb != nil {
+		if err := e.wdb.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close writer: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("embedded: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers a query and that the content media
+// accepts durable writes.
+func (e *Engine) Ping(ctx context.Context) error {
+	var one int
+	if err := e.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("embedded: ping: %w: %w", store.ErrUnavailable, err)
+	}
+	if err := e.media.Writable(ctx); err != nil {
+		return fmt.Errorf("embedded: ping: %w: %w", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Media returns the content media (for GC and metrics).
+func (e *Engine) Media() *localfs.Media { return e.media }
+
+// DB returns the reader pool (for GC, metrics and admin commands that read the
+// schema; writes must go through the engine).
+func (e *Engine) DB() *sql.DB { return e.rdb }
+
+// withWrite runs fn in a write transaction (BEGIN IMMEDIATE on the single
+// writer connection) and commits it. Any error or panic rolls back; the
+// connection is never returned mid-transaction. Callers take their object
+// locks before calling, never inside fn: fn holds the only writer connection.
+func (e *Engine) withWrite(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := e.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", mapErr(err))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+			}
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	// database/sql ends the transaction whatever Commit returns, and the
+	// driver rolls back a COMMIT that failed inside the transaction, so the
+	// writer connection never goes back to its pool mid-transaction.
+	committed = true
+	if err := tx.Commit(); err != nil {
+		return &commitError{err: fmt.Errorf("commit: %w", mapErr(err))}
+	}
+	return nil
+}
+
+// withRead runs fn in a read transaction on the reader pool: every statement
+// of fn sees the same committed snapshot.
+func (e *Engine) withRead(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := e.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin read: %w", mapErr(err))
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
+	return fn(tx)
+}
+
+// commitError marks a failed COMMIT, whose outcome may be unknown.
+type commitError struct{ err error }
+
+func (c *commitError) Error() string { return c.err.Error() }
+func (c *commitError) Unwrap() error { return c.err }
+
+// mapErr turns "database is busy/locked" into store.ErrUnavailable (503) and
+// leaves other errors as they are.
+func mapErr(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+	}
+	return err
+}
+
+// isConstraint reports a constraint violation of the given extended kind
+// (sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY, ...).
+func isConstraint(err error, code int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == code
+}
+
+// now is the time stamp of a write, in the resolution the schema keeps.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func toMicros(t time.Time) int64       { return t.UnixMicro() }
+func fromMicros(us int64) time.Time    { return time.UnixMicro(us).UTC() }
+func objectLockKey(b, k string) uint64 { return lockKey("object", b, k) }
+func uploadLockKey(id string) uint64   { return lockKey("upload", id) }
+
+// lockKey hashes a namespaced identity to 64 bits, as store/pg derives its
+// advisory lock keys. Each part is length-prefixed so that ("a","b/c") and
+// ("a/b","c") differ.
+func lockKey(namespace string, parts ...string) uint64 {
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "s3gate/%s", namespace) // hash writes never fail
+	for _, p := range parts {
+		_, _ = fmt.Fprintf(h, "\x00%d:%s", len(p), p)
+	}
+	return h.Sum64()
+}
+
+// lockStripes is the number of in-process object lock stripes. Two identities
+// that share a stripe merely wait for each other.
+const lockStripes = 1024
+
+// lockTable is a striped lock keyed by a hash of an object or upload
+// identity, the in-process counterpart of store/pg's advisory locks. Each
+// stripe is a one-slot channel so that waiting honours the context.
+type lockTable struct {
+	stripes [lockStripes]chan struct{}
+}
+
+func newLockTable() *lockTable {
+	t := &lockTable{}
+	for i := range t.stripes {
+		t.stripes[i] = make(chan struct{}, 1)
+	}
+	return t
+}
+
+// lock takes the stripes of keys in ascending stripe order (a fixed order
+// cannot deadlock) and returns the function that releases them.
+func (t *lockTable) lock(ctx context.Context, keys ...uint64) (func(), error) {
+	idx := make([]int, 0, len(keys))
+	for _, k := range keys {
+		idx = append(idx, int(k%lockStripes))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	unlock := func(n int) {
+		for _, i := range idx[:n] {
+			<-t.stripes[i]
+		}
+	}
+	for n, i := range idx {
+		select {
+		case t.stripes[i] <- struct{}{}:
+		case <-ctx.Done():
+			unlock(n)
+			return nil, fmt.Errorf("object lock: %w", ctx.Err())
+		}
+	}
+	return func() { unlock(len(idx)) }, nil
+}
