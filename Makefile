@@ -9,7 +9,7 @@ GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 .PHONY: help build test test-short run lint bench clean
 
 help:
-	@echo "make run        build and serve (see README for the settings)"
+	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
 	@echo "make test       run every test: unit, PostgreSQL-backed, end-to-end (with -race)"
 	@echo "make test-short the quick subset (-short, no 1 GiB memory test)"
 	@echo "make lint       gofmt, go vet, staticcheck"
@@ -29,7 +29,7 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 run: build
-	./scripts/run-local.sh $(BIN)
+	./$(BIN) serve
 
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt: $$bad"; exit 1; fi

@@ -30,14 +30,14 @@ const (
 // Config is the gateway's configuration.
 type Config struct {
 	Addr         string   `env:"ADDR" envDefault:"127.0.0.1:9000" help:"listen address"`
-	DatabaseURL  string   `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...)"`
-	RootAccess   string   `env:"ROOT_ACCESS_KEY" help:"root access key id"`
+	DatabaseURL  string   `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...); empty: the embedded default (metadata in DATA_DIR/meta.db)"`
+	RootAccess   string   `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once into DATA_DIR/root-credentials)"`
 	RootSecret   string   `env:"ROOT_SECRET_KEY" help:"root secret access key"`
 	Region       string   `env:"REGION" envDefault:"us-east-1" help:"region the gateway answers for"`
 	Domain       string   `env:"DOMAIN" help:"base domain for virtual-host-style addressing (bucket.DOMAIN)"`
 	InlineMax    ByteSize `env:"INLINE_MAX" envDefault:"512KiB" help:"objects up to this size are stored inline (bytea)"`
 	LargeEngine  string   `env:"LARGE_ENGINE" help:"large content engine: pgchunks, pglo or local (default pgchunks with a database)"`
-	DataDir      string   `env:"DATA_DIR" envDefault:"./data" help:"data directory for the local engine"`
+	DataDir      string   `env:"DATA_DIR" envDefault:"./data" help:"data directory: local content, the embedded metadata, generated credentials"`
 	TLSCertFile  string   `env:"TLS_CERT_FILE" help:"serve HTTPS with this certificate (PEM)"`
 	TLSKeyFile   string   `env:"TLS_KEY_FILE" help:"private key of the TLS certificate (PEM)"`
 	LogFormat    string   `env:"LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
@@ -88,10 +88,10 @@ func (c *Config) Validate() error {
 	if c.Addr == "" {
 		return errors.New(Prefix + "ADDR: must not be empty")
 	}
-	if c.RootAccess == "" || c.RootSecret == "" {
-		return errors.New(Prefix + "ROOT_ACCESS_KEY / " + Prefix + "ROOT_SECRET_KEY: both are required")
+	if (c.RootAccess == "") != (c.RootSecret == "") {
+		return errors.New(Prefix + "ROOT_ACCESS_KEY / " + Prefix + "ROOT_SECRET_KEY: set both or neither (neither: a key pair is generated in the data directory)")
 	}
-	if len(c.RootAccess) < 3 || len(c.RootSecret) < 8 {
+	if c.RootAccess != "" && (len(c.RootAccess) < 3 || len(c.RootSecret) < 8) {
 		return errors.New(Prefix + "ROOT_SECRET_KEY: the access key needs at least 3 and the secret at least 8 characters")
 	}
 	if c.InlineMax < 0 || c.InlineMax > 64<<20 {
@@ -108,10 +108,10 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("%sLARGE_ENGINE: %q is not one of pgchunks, pglo, local", Prefix, c.LargeEngine)
 	}
-	if c.DatabaseURL == "" {
-		return errors.New(Prefix + "DATABASE_URL: required (a postgres:// URL)")
+	if c.DatabaseURL == "" && c.LargeEngine != EngineLocal {
+		return fmt.Errorf("%sLARGE_ENGINE: %q needs %sDATABASE_URL; the embedded default stores content in local files", Prefix, c.LargeEngine, Prefix)
 	}
-	if c.LargeEngine == EngineLocal && c.DataDir == "" {
+	if c.DataDir == "" && (c.LargeEngine == EngineLocal || c.DatabaseURL == "") {
 		return errors.New(Prefix + "DATA_DIR: required for the local engine")
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {

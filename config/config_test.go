@@ -40,8 +40,18 @@ func TestLoad(t *testing.T) {
 		{name: "bad size", env: append(base, "S3GATE_INLINE_MAX=lots"), wantErr: "S3GATE_INLINE_MAX"},
 		{name: "too large knee", env: append(base, "S3GATE_INLINE_MAX=1GiB"), wantErr: "S3GATE_INLINE_MAX"},
 		{name: "bad engine", env: append(base, "S3GATE_LARGE_ENGINE=s3"), wantErr: "S3GATE_LARGE_ENGINE"},
-		{name: "missing key", env: base[:1], wantErr: "S3GATE_ROOT_ACCESS_KEY"},
-		{name: "missing database", env: base[1:], wantErr: "S3GATE_DATABASE_URL"},
+		{name: "half key", env: base[:2], wantErr: "S3GATE_ROOT_ACCESS_KEY"},
+		{name: "no keys is fine", env: base[:1], check: func(t *testing.T, c Config) {
+			if c.RootAccess != "" || c.RootSecret != "" {
+				t.Fatalf("keys invented by config: %+v", c)
+			}
+		}},
+		{name: "embedded default", env: nil, check: func(t *testing.T, c Config) {
+			if c.DatabaseURL != "" || c.LargeEngine != EngineLocal || c.DataDir != "./data" {
+				t.Fatalf("embedded default: %+v", c)
+			}
+		}},
+		{name: "pg engine without database", env: []string{"S3GATE_LARGE_ENGINE=pglo"}, wantErr: "S3GATE_DATABASE_URL"},
 		{name: "half tls", env: append(base, "S3GATE_TLS_CERT_FILE=/x"), wantErr: "S3GATE_TLS_CERT_FILE"},
 		{name: "bad duration", env: append(base, "S3GATE_DRAIN_TIMEOUT=soon"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
 		{name: "bad log format", env: append(base, "S3GATE_LOG_FORMAT=xml"), wantErr: "S3GATE_LOG_FORMAT"},

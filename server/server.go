@@ -18,32 +18,73 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/s3api"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg"
 )
+
+// engine is a metadata engine: the PostgreSQL one or the embedded one.
+type engine interface {
+	store.ObjectStore
+	Ping(ctx context.Context) error
+}
 
 // Server is one running gateway instance.
 type Server struct {
 	cfg     config.Config
 	log     *slog.Logger
-	engine  *pg.Engine
+	engine  engine
+	close   func()
 	handler http.Handler
+	// RootKey is the root key pair in use.
+	RootKey RootKey
 }
 
-// New migrates the schema, opens the engines and builds the HTTP handler.
+// New opens the engines (migrating the schema) and builds the HTTP handler.
+// Without a database URL it runs on the embedded default: metadata in
+// DATA_DIR/meta.db, content in local files.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
+	key, err := LoadRootKey(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("root key: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, RootKey: key}
+	if cfg.DatabaseURL == "" {
+		eng, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, InlineMax: int(cfg.InlineMax), Region: cfg.Region})
+		if err != nil {
+			return nil, fmt.Errorf("open embedded store in %sDATA_DIR: %w", config.Prefix, err)
+		}
+		s.engine = eng
+		s.close = func() {
+			if err := eng.Close(); err != nil {
+				log.Error("close embedded store", "err", err)
+			}
+		}
+	} else if err := s.openPG(ctx); err != nil {
+		return nil, err
+	}
+	verifier := &auth.Verifier{
+		Region: cfg.Region,
+		Creds:  auth.StaticCredentials{key.AccessKey: key.SecretKey},
+	}
+	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain}, store.New(s.engine), verifier, log)
+	return s, nil
+}
+
+func (s *Server) openPG(ctx context.Context) error {
+	cfg := s.cfg
 	dbURL, err := withPoolSize(cfg.DatabaseURL, cfg.MaxConns)
 	if err != nil {
-		return nil, fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
+		return fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
 	if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	var media *localfs.Media
 	if cfg.LargeEngine == config.EngineLocal {
 		media, err = localfs.Open(cfg.DataDir, false)
 		if err != nil {
-			return nil, fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
+			return fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
 		}
 	}
 	eng, err := pg.Open(ctx, pg.Config{
@@ -55,14 +96,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		SkipMigrate: true, // migrated above, without the pool options in the URL
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open metadata engine: %w", err)
+		return fmt.Errorf("open metadata engine: %w", err)
 	}
-	verifier := &auth.Verifier{
-		Region: cfg.Region,
-		Creds:  auth.StaticCredentials{cfg.RootAccess: cfg.RootSecret},
-	}
-	h := s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain}, store.New(eng), verifier, log)
-	return &Server{cfg: cfg, log: log, engine: eng, handler: h}, nil
+	s.engine, s.close = eng, eng.Close
+	return nil
 }
 
 // withPoolSize sets pool_max_conns on the URL unless the operator set it.
@@ -111,11 +148,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	drain, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.DrainTimeout))
 	defer cancel()
 	if err := hs.Shutdown(drain); err != nil {
-		_ = hs.Close()
-		return fmt.Errorf("drain: %w", err)
+		return errors.Join(fmt.Errorf("drain: %w", err), hs.Close())
 	}
 	return nil
 }
 
 // Close releases the engines. Call it after Serve returned.
-func (s *Server) Close() { s.engine.Close() }
+func (s *Server) Close() { s.close() }

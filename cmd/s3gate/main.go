@@ -63,6 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	switch cmd {
 	case "migrate":
+		if cfg.DatabaseURL == "" {
+			log.Error("migrate needs " + config.Prefix + "DATABASE_URL (the embedded store migrates itself on start)")
+			return 2
+		}
 		if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
 			log.Error("migrate failed", "err", err)
 			return 1
@@ -70,11 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Info("migrations applied")
 		return 0
 	default:
-		return serve(ctx, cfg, log)
+		return serve(ctx, cfg, log, stdout)
 	}
 }
 
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger) int {
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) int {
 	srv, err := server.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("start-up failed", "err", err)
@@ -90,14 +94,36 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) int {
 	if cfg.TLSCertFile != "" {
 		scheme = "https"
 	}
-	log.Info("s3gate serving", "endpoint", scheme+"://"+ln.Addr().String(), "region", cfg.Region,
+	endpoint := scheme + "://" + ln.Addr().String()
+	meta := "postgresql"
+	if cfg.DatabaseURL == "" {
+		meta = "embedded"
+	}
+	log.Info("s3gate serving", "endpoint", endpoint, "region", cfg.Region, "metadata", meta,
 		"large_engine", cfg.LargeEngine, "inline_max", int64(cfg.InlineMax), "version", version)
+	printKey(stdout, srv.RootKey, endpoint, cfg.Region)
 	if err := srv.Serve(ctx, ln); err != nil {
 		log.Error("stopped with error", "err", err)
 		return 1
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// printKey shows a freshly generated root key pair once, with a line to paste.
+func printKey(w io.Writer, k server.RootKey, endpoint, region string) {
+	if !k.Generated {
+		if k.File != "" {
+			fmt.Fprintf(w, "s3gate: endpoint %s, root key %s (secret in %s)\n", endpoint, k.AccessKey, k.File)
+		}
+		return
+	}
+	fmt.Fprintf(w, `s3gate: generated a root key pair, kept in %s (the secret is shown only this once)
+  endpoint    %s
+  access key  %s
+  secret key  %s
+  try:  AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --region %s --endpoint-url %s s3 ls
+`, k.File, endpoint, k.AccessKey, k.SecretKey, k.AccessKey, k.SecretKey, region, endpoint)
 }
 
 // signalContext is cancelled by the first SIGINT/SIGTERM (graceful drain); a

@@ -32,7 +32,7 @@ import (
 
 // Options choose the gateway under test.
 type Options struct {
-	Engine    string // "pglo", "pgchunks" or "local"
+	Engine    string // "pglo", "pgchunks", "local" (PostgreSQL metadata) or "embedded"
 	TLS       bool
 	InlineMax int    // 0: the default knee
 	Domain    string // virtual-host base domain, "" for path style only
@@ -60,8 +60,11 @@ func Engines() []string {
 	if External() {
 		return []string{"external"}
 	}
-	return []string{config.EnginePGChunks, config.EnginePGLO, config.EngineLocal}
+	return []string{Embedded, config.EnginePGChunks, config.EnginePGLO, config.EngineLocal}
 }
+
+// Embedded names the embedded default (no PostgreSQL) in Options.Engine.
+const Embedded = "embedded"
 
 // External reports whether the suite targets an external endpoint.
 func External() bool { return os.Getenv("S3GATE_CONFORMANCE_ENDPOINT") != "" }
@@ -72,7 +75,12 @@ func Start(t testing.TB, o Options) *Gateway {
 	if External() {
 		return external(t)
 	}
-	dsn := pgtest.DSN(t)
+	dsn, large := "", o.Engine
+	if o.Engine == Embedded {
+		large = config.EngineLocal
+	} else {
+		dsn = pgtest.DSN(t)
+	}
 	dir := t.TempDir()
 	gw := &Gateway{Region: "us-east-1", AccessKey: AccessKey, SecretKey: SecretKey,
 		DatabaseURL: dsn, DataDir: filepath.Join(dir, "data"), HTTPClient: &http.Client{}}
@@ -81,7 +89,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		"S3GATE_ROOT_ACCESS_KEY=" + AccessKey,
 		"S3GATE_ROOT_SECRET_KEY=" + SecretKey,
 		"S3GATE_REGION=" + gw.Region,
-		"S3GATE_LARGE_ENGINE=" + o.Engine,
+		"S3GATE_LARGE_ENGINE=" + large,
 		"S3GATE_DATA_DIR=" + gw.DataDir,
 		"S3GATE_DOMAIN=" + o.Domain,
 		"S3GATE_DRAIN_TIMEOUT=5s",
