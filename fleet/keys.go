@@ -1,0 +1,30 @@
+package fleet
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+)
+
+// LockKey derives a 64-bit advisory lock key from a namespaced identity. Each
+// part is length-prefixed so that ("a","b/c") and ("a/b","c") differ. It is the
+// same derivation as store/pg's object and upload keys, so all of s3gate's
+// bigint advisory keys live in one collision-checked space.
+func LockKey(namespace string, parts ...string) int64 {
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "s3gate/%s", namespace) // hash writes never fail
+	for _, p := range parts {
+		_, _ = fmt.Fprintf(h, "\x00%d:%s", len(p), p)
+	}
+	return int64(h.Sum64())
+}
+
+// BlobLockKey is the advisory lock key of a blob: pins hold it shared on their
+// session; GC takes it exclusively (pg_try_advisory_lock) before it checks a
+// blob's references and deletes it.
+func BlobLockKey(blobID int64) int64 {
+	return LockKey("blob", strconv.FormatInt(blobID, 10))
+}
+
+// OwnerLockKey is the key of the single-instance writer claim.
+func OwnerLockKey() int64 { return LockKey("owner", "writer") }
