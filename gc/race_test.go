@@ -1,0 +1,350 @@
+package gc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3gate/s3gate/fleet/lease"
+	"github.com/s3gate/s3gate/store"
+)
+
+const raceWorkers = 4
+
+// sweeper sweeps in a loop (no grace) until stop is closed and reports the
+// total it deleted.
+func (v *env) sweeper(t *testing.T, stop <-chan struct{}) <-chan Stats {
+	out := make(chan Stats, 1)
+	go func() {
+		var total Stats
+		defer func() { out <- total }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			st, err := Sweep(context.Background(), v.pool, v.opts())
+			total.Add(st)
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// TestRacePutsDeletesSweeps: dedup puts of a few shared contents, overwrites,
+// deletes and copies race sweeps with no grace. Every acknowledged object
+// reads back with the right SHA-256, during the race and after it, and once
+// GC settles nothing unreferenced is left.
+func TestRacePutsDeletesSweeps(t *testing.T) {
+	n := iterations(t)
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			v := newEnv(t, mode)
+			ctx := context.Background()
+			stop := make(chan struct{})
+			swept := v.sweeper(t, stop)
+			expect := make([]map[string][]byte, raceWorkers)
+			var wg sync.WaitGroup
+			for w := range raceWorkers {
+				expect[w] = map[string][]byte{}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 42))
+					keys := []string{fmt.Sprintf("w%d/a", w), fmt.Sprintf("w%d/b", w), fmt.Sprintf("w%d/c", w)}
+					for i := 0; i < n/raceWorkers && !t.Failed(); i++ {
+						key := keys[rng.IntN(len(keys))]
+						switch op := rng.IntN(10); {
+						case op < 5: // put (dedup across workers: 6 shared contents)
+							data := content(uint64(rng.IntN(6)))
+							if err := v.put(ctx, key, data); err != nil {
+								t.Errorf("put %s: %v", key, err)
+								return
+							}
+							expect[w][key] = data
+						case op < 7:
+							if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
+								t.Errorf("delete %s: %v", key, err)
+								return
+							}
+							delete(expect[w], key)
+						case op < 8: // copy: a new reference to an existing blob
+							src := keys[rng.IntN(len(keys))]
+							data, ok := expect[w][src]
+							if !ok || src == key {
+								continue
+							}
+							if _, err := v.eng.CopyObject(ctx, store.CopySource{Bucket: v.bucket, Key: src}, v.bucket, key, store.CopyOptions{}); err != nil {
+								t.Errorf("copy %s -> %s: %v", src, key, err)
+								return
+							}
+							expect[w][key] = data
+						}
+						// Our own keys change only here: reading one back must
+						// always succeed with the acknowledged content.
+						if err := v.check(ctx, key, expect[w][key]); err != nil {
+							t.Errorf("during the race: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			total := <-swept
+			t.Logf("%d ops, swept %+v", n, total)
+			verify := func(when string) {
+				for w := range raceWorkers {
+					for _, k := range []string{"a", "b", "c"} {
+						key := fmt.Sprintf("w%d/%s", w, k)
+						if err := v.check(ctx, key, expect[w][key]); err != nil {
+							t.Errorf("%s: %v", when, err)
+						}
+					}
+				}
+			}
+			verify("after the race")
+			v.settle(t)
+			v.assertNoOrphans(t)
+			verify("after GC settled")
+		})
+	}
+}
+
+// TestRaceMultipart: UploadPart (with part re-uploads), Complete and Abort
+// race sweeps with no grace.
+func TestRaceMultipart(t *testing.T) {
+	n := iterations(t) / 4 // each iteration is a whole upload
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			v := newEnv(t, mode)
+			ctx := context.Background()
+			stop := make(chan struct{})
+			swept := v.sweeper(t, stop)
+			expect := make([]map[string][]byte, raceWorkers)
+			var wg sync.WaitGroup
+			for w := range raceWorkers {
+				expect[w] = map[string][]byte{}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 7))
+					for i := 0; i < max(n/raceWorkers, 1) && !t.Failed(); i++ {
+						key := fmt.Sprintf("w%d/mp%d", w, rng.IntN(2))
+						if err := v.multipartRound(ctx, rng, key, expect[w]); err != nil {
+							t.Error(err)
+							return
+						}
+						if err := v.check(ctx, key, expect[w][key]); err != nil {
+							t.Errorf("during the race: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			t.Logf("%d uploads, swept %+v", n, <-swept)
+			v.settle(t)
+			v.assertNoOrphans(t)
+			for w := range raceWorkers {
+				for k := range 2 {
+					key := fmt.Sprintf("w%d/mp%d", w, k)
+					if err := v.check(ctx, key, expect[w][key]); err != nil {
+						t.Errorf("after GC settled: %v", err)
+					}
+				}
+			}
+			// Uploads left open keep their parts; expired, they go with them.
+			if _, err := v.pool.Exec(ctx, `UPDATE uploads SET initiated = initiated - interval '8 days'`); err != nil {
+				t.Fatal(err)
+			}
+			v.settle(t)
+			if left := v.count(t, `SELECT count(*) FROM uploads`); left != 0 {
+				t.Fatalf("%d expired uploads left", left)
+			}
+			v.assertNoOrphans(t)
+		})
+	}
+}
+
+// multipartRound runs one upload: up to three small parts (shared contents,
+// some uploaded twice), then Complete with one of them, Abort, or neither.
+func (v *env) multipartRound(ctx context.Context, rng *rand.Rand, key string, expect map[string][]byte) error {
+	u, err := v.eng.CreateMultipartUpload(ctx, v.bucket, key, store.ObjectMeta{}, "", "")
+	if err != nil {
+		return fmt.Errorf("create upload: %w", err)
+	}
+	parts := map[int][]byte{}
+	etags := map[int]string{}
+	for range 1 + rng.IntN(4) {
+		num := 1 + rng.IntN(3)
+		data := content(uint64(rng.IntN(6)))
+		pi, err := v.eng.UploadPart(ctx, v.bucket, key, u.UploadID, num, bytes.NewReader(data), store.PutOptions{Size: int64(len(data))})
+		if err != nil {
+			return fmt.Errorf("upload part %d: %w", num, err)
+		}
+		parts[num], etags[num] = data, pi.ETag
+	}
+	switch rng.IntN(4) {
+	case 0:
+		if err := v.eng.AbortMultipartUpload(ctx, v.bucket, key, u.UploadID); err != nil {
+			return fmt.Errorf("abort: %w", err)
+		}
+	case 1: // left open
+	default:
+		// A single part may be small (it is the last one): complete with one.
+		var num int
+		for num = range parts {
+			break
+		}
+		if _, err := v.eng.CompleteMultipartUpload(ctx, v.bucket, key, u.UploadID,
+			[]store.CompletePart{{Number: num, ETag: etags[num]}}, store.PutOptions{}); err != nil {
+			return fmt.Errorf("complete with part %d: %w", num, err)
+		}
+		expect[key] = parts[num]
+	}
+	return nil
+}
+
+// TestRunnersRace: two runners race for the lease while garbage is made; at
+// most one collects at a time, both get turns, and the result is clean.
+func TestRunnersRace(t *testing.T) {
+	v := newEnv(t, "pgchunks")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var active, maxActive, runs atomic.Int64
+	hook := func(d int) {
+		a := active.Add(int64(d))
+		for {
+			m := maxActive.Load()
+			if a <= m || maxActive.CompareAndSwap(m, a) {
+				break
+			}
+		}
+		if d > 0 {
+			runs.Add(1)
+		}
+	}
+	opts := v.opts()
+	opts.PinWindow = time.Millisecond
+	opts.Interval = time.Millisecond
+	opts.Lease.RenewInterval = 20 * time.Millisecond
+	var wg sync.WaitGroup
+	holders := []string{"r1", "r2"}
+	perHolder := make([]atomic.Int64, len(holders))
+	for i, h := range holders {
+		o := opts
+		o.Holder = h
+		r, err := NewRunner(ctx, v.pool, nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.active = func(d int) {
+			hook(d)
+			if d > 0 {
+				perHolder[i].Add(1)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	n := iterations(t)
+	for i := 0; i < n && !t.Failed(); i++ {
+		key := fmt.Sprintf("k%d", i%5)
+		data := content(uint64(i % 6))
+		if err := v.put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.check(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Let both runners have turns (hang guard only, not a timing assertion).
+	deadline := time.Now().Add(60 * time.Second)
+	for perHolder[0].Load() == 0 || perHolder[1].Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("runs per holder: %d, %d", perHolder[0].Load(), perHolder[1].Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if m := maxActive.Load(); m != 1 {
+		t.Fatalf("%d runners collected at once, want 1", m)
+	}
+	t.Logf("%d runs (%d, %d)", runs.Load(), perHolder[0].Load(), perHolder[1].Load())
+	st, err := RunOnce(context.Background(), v.pool, nil, opts)
+	if err != nil {
+		t.Fatalf("RunOnce: %v (%+v)", err, st)
+	}
+	v.assertNoOrphans(t)
+	for i := range 5 {
+		key := fmt.Sprintf("k%d", i)
+		var want []byte
+		for j := n - 1; j >= 0; j-- {
+			if j%5 == i {
+				if j%3 != 0 {
+					want = content(uint64(j % 6))
+				}
+				break
+			}
+		}
+		if err := v.check(context.Background(), key, want); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestRunOnceLeaseHeld: RunOnce refuses to collect while another holder has
+// the lease, and counts a run only when its lease held to the end.
+func TestRunOnceLeaseHeld(t *testing.T) {
+	v := newEnv(t, "pglo")
+	ctx := context.Background()
+	opts := v.opts()
+	opts.PinWindow = -1
+	opts.Holder = "other"
+	r, err := NewRunner(ctx, v.pool, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.store.Acquire(ctx, LeaseKind, "other", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	id := v.garbage(t, "k", content(4))
+	opts.Holder = "me"
+	if _, err := RunOnce(ctx, v.pool, nil, opts); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("RunOnce with the lease held: %v", err)
+	}
+	if !v.blobExists(t, id) {
+		t.Fatal("collected without the lease")
+	}
+	if _, err := v.pool.Exec(ctx, `UPDATE leases SET expires_at = clock_timestamp() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := RunOnce(ctx, v.pool, nil, opts)
+	if err != nil || st.BlobsDeleted != 1 {
+		t.Fatalf("RunOnce after expiry: %+v, %v", st, err)
+	}
+	v.assertNoOrphans(t)
+}
