@@ -8,9 +8,15 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/s3gate ./cmd/s3gat
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/s3gate /usr/local/bin/s3gate
-ENV S3GATE_ADDR=0.0.0.0:9000 S3GATE_DATA_DIR=/data
+# S3 on 9000; metrics and health (/metrics, /healthz, /readyz) on 9001.
+ENV S3GATE_ADDR=0.0.0.0:9000 S3GATE_METRICS_ADDR=0.0.0.0:9001 S3GATE_DATA_DIR=/data
 VOLUME ["/data"]
-EXPOSE 9000
+EXPOSE 9000 9001
 USER nonroot:nonroot
+# The image has no shell or curl: the binary probes its own /readyz
+# (database reachable, migrations applied, storage writable). start-period
+# covers migrations on first start.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
+    CMD ["/usr/local/bin/s3gate", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/s3gate"]
 CMD ["serve"]

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
@@ -44,7 +45,15 @@ type Config struct {
 	LogLevel     string   `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
 	DrainTimeout Duration `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown"`
 	MaxConns     int      `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
+	MetricsAddr  string   `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
+	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
+	// so scrapes reuse them for this long (0: recompute on every scrape).
+	MetricsStatsTTL Duration `env:"METRICS_STATS_TTL" envDefault:"10s" help:"how long scrapes reuse the blob statistics (table scans); 0 recomputes every scrape"`
 }
+
+// MetricsOff is the METRICS_ADDR value that disables the metrics listener
+// (as does an empty value).
+const MetricsOff = "off"
 
 // Load parses the environment (environ in os.Environ form) and then args as
 // flags. The error names the setting that is missing or bad.
@@ -76,6 +85,11 @@ func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	opts.Environment = vars
 	if err := env.ParseWithOptions(&cfg, opts); err != nil {
 		return cfg, describe(err)
+	}
+	// env applies the default to an empty value too; an explicitly empty
+	// METRICS_ADDR means off.
+	if v, ok := vars[Prefix+"METRICS_ADDR"]; ok && strings.TrimSpace(v) == "" {
+		cfg.MetricsAddr = ""
 	}
 	return cfg, cfg.Validate()
 }
@@ -126,6 +140,20 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("%sLOG_LEVEL: %q is not debug, info, warn or error", Prefix, c.LogLevel)
+	}
+	if c.MetricsAddr == MetricsOff {
+		c.MetricsAddr = ""
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("%sMETRICS_ADDR: %q is not host:port (or off): %w", Prefix, c.MetricsAddr, err)
+		}
+		if _, port, _ := net.SplitHostPort(c.Addr); c.MetricsAddr == c.Addr && port != "0" {
+			return fmt.Errorf("%sMETRICS_ADDR: must differ from %sADDR (%s)", Prefix, Prefix, c.Addr)
+		}
+	}
+	if c.MetricsStatsTTL < 0 {
+		return errors.New(Prefix + "METRICS_STATS_TTL: must not be negative")
 	}
 	if c.MaxConns < 4 {
 		return errors.New(Prefix + "DB_MAX_CONNS: at least 4")

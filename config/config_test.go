@@ -56,6 +56,33 @@ func TestLoad(t *testing.T) {
 		{name: "bad duration", env: append(base, "S3GATE_DRAIN_TIMEOUT=soon"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
 		{name: "bad log format", env: append(base, "S3GATE_LOG_FORMAT=xml"), wantErr: "S3GATE_LOG_FORMAT"},
 		{name: "unknown flag", env: base, args: []string{"-nope"}, wantErr: "nope"},
+		{name: "metrics default", env: base, check: func(t *testing.T, c Config) {
+			if c.MetricsAddr != "127.0.0.1:9001" {
+				t.Fatalf("metrics address %q", c.MetricsAddr)
+			}
+		}},
+		{name: "metrics set", env: append(base, "S3GATE_METRICS_ADDR=0.0.0.0:9101"), check: func(t *testing.T, c Config) {
+			if c.MetricsAddr != "0.0.0.0:9101" {
+				t.Fatalf("metrics address %q", c.MetricsAddr)
+			}
+		}},
+		{name: "metrics off", env: append(base, "S3GATE_METRICS_ADDR=off"), check: func(t *testing.T, c Config) {
+			if c.MetricsAddr != "" {
+				t.Fatalf("metrics address %q, want disabled", c.MetricsAddr)
+			}
+		}},
+		{name: "metrics empty env", env: append(base, "S3GATE_METRICS_ADDR="), check: func(t *testing.T, c Config) {
+			if c.MetricsAddr != "" {
+				t.Fatalf("metrics address %q, want disabled", c.MetricsAddr)
+			}
+		}},
+		{name: "metrics empty flag", env: base, args: []string{"-metrics-addr", ""}, check: func(t *testing.T, c Config) {
+			if c.MetricsAddr != "" {
+				t.Fatalf("metrics address %q, want disabled", c.MetricsAddr)
+			}
+		}},
+		{name: "metrics bad", env: append(base, "S3GATE_METRICS_ADDR=9001"), wantErr: "S3GATE_METRICS_ADDR"},
+		{name: "metrics on the S3 address", env: append(base, "S3GATE_METRICS_ADDR=127.0.0.1:9000"), wantErr: "S3GATE_METRICS_ADDR"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/s3gate/s3gate/auth"
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/metrics"
 	"github.com/s3gate/s3gate/s3api"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/embedded"
@@ -27,6 +29,10 @@ import (
 type engine interface {
 	store.ObjectStore
 	Ping(ctx context.Context) error
+	// Ready checks database, schema version and storage (for /readyz).
+	Ready(ctx context.Context) error
+	// BlobStats computes blob counts and bytes (for metrics).
+	BlobStats(ctx context.Context) (store.BlobStats, error)
 }
 
 // Server is one running gateway instance.
@@ -36,6 +42,9 @@ type Server struct {
 	engine  engine
 	close   func()
 	handler http.Handler
+	metrics *metrics.Metrics
+	// draining is set once Serve stops accepting: /readyz answers 503.
+	draining atomic.Bool
 	// RootKey is the root key pair in use.
 	RootKey RootKey
 }
@@ -68,6 +77,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		Creds:  auth.StaticCredentials{key.AccessKey: key.SecretKey},
 	}
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain}, store.New(s.engine), verifier, log)
+	if err := s.instrument(); err != nil {
+		s.close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -119,7 +132,7 @@ func withPoolSize(dbURL string, n int) (string, error) {
 	return u.String(), nil
 }
 
-// Handler is the S3 API handler.
+// Handler is the S3 API handler, instrumented with the request metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve answers S3 requests on ln until ctx is cancelled, then stops accepting
@@ -145,6 +158,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	s.draining.Store(true)
 	drain, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.DrainTimeout))
 	defer cancel()
 	if err := hs.Shutdown(drain); err != nil {

@@ -276,3 +276,63 @@ type ObjectStore interface {
 	ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (ListPartsResult, error)
 	ListMultipartUploads(ctx context.Context, bucket string, p ListUploadsParams) (ListUploadsResult, error)
 }
+
+// Access-key errors (KeyStore).
+var (
+	ErrNoSuchAccessKey = errors.New("no such access key")
+	ErrAccessKeyExists = errors.New("access key already exists")
+)
+
+// AccessKey is an access key kept in the metadata store, beside the root key
+// from the environment. The secret is stored as given (not hashed): SigV4
+// verification derives its signing key from the secret itself, so the gateway
+// must be able to read it. The table is only readable by the gateway's own
+// database role (or, on the embedded engine, the owner of the data directory).
+type AccessKey struct {
+	ID     string
+	Secret string
+	// Buckets limits the key to these buckets; empty means every bucket.
+	Buckets []string
+	// ReadOnly allows only read operations (Get*, Head*, List*).
+	ReadOnly bool
+	Created  time.Time
+}
+
+// KeyStore keeps access keys. Metadata engines implement it; auth resolves
+// keys through it on every request, so a created key works at once and a
+// deleted key is refused at once.
+type KeyStore interface {
+	// CreateKey stores k; an existing ID is ErrAccessKeyExists. A zero Created
+	// is set to the current time.
+	CreateKey(ctx context.Context, k AccessKey) error
+	// GetKey returns the key with this ID, or ErrNoSuchAccessKey.
+	GetKey(ctx context.Context, id string) (AccessKey, error)
+	// ListKeys returns every key ordered by ID.
+	ListKeys(ctx context.Context) ([]AccessKey, error)
+	// DeleteKey removes the key, or returns ErrNoSuchAccessKey.
+	DeleteKey(ctx context.Context, id string) error
+}
+
+// TierStats counts the blobs of one content tier and their bytes.
+type TierStats struct {
+	Blobs int64
+	Bytes int64
+}
+
+// BlobStats summarizes stored content for metrics. Metadata engines implement
+// BlobStats(ctx) (BlobStats, error).
+type BlobStats struct {
+	// Tiers maps a tier (TierInline, TierPGLO, ...) to its blobs, every blob
+	// row counted (garbage not yet collected and upload parts included). The
+	// tiers the engine can use are present even when empty.
+	Tiers map[string]TierStats
+	// LogicalBytes is the sum of the sizes of all objects: what clients stored.
+	LogicalBytes int64
+	// ReferencedBytes is the size of the distinct blobs that objects reference
+	// (directly or as parts): what storing LogicalBytes took after dedup.
+	ReferencedBytes int64
+}
+
+// DedupSavedBytes is the number of bytes deduplication saved: logical bytes
+// minus the bytes of the distinct blobs they reference.
+func (s BlobStats) DedupSavedBytes() int64 { return s.LogicalBytes - s.ReferencedBytes }

@@ -3,8 +3,9 @@
 //
 // Usage:
 //
-//	s3gate serve   [flags]   serve the S3 API
-//	s3gate migrate [flags]   apply the schema migrations and exit
+//	s3gate serve       [flags]   serve the S3 API (and metrics/health on -metrics-addr)
+//	s3gate migrate     [flags]   apply the schema migrations and exit
+//	s3gate healthcheck [flags]   exit 0 if the gateway on -metrics-addr is ready, else 1
 //	s3gate version
 //
 // Every flag has an environment variable of the same name with the prefix
@@ -37,7 +38,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|version [flags]")
+		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|healthcheck|version [flags]")
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
@@ -45,9 +46,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, "s3gate", version)
 		return 0
+	case "healthcheck":
+		return healthcheck(rest, os.Environ(), stdout, stderr)
 	case "serve", "migrate":
 	default:
-		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, version)\n", cmd)
+		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, healthcheck, version)\n", cmd)
 		return 2
 	}
 	cfg, err := config.Load(rest, os.Environ(), stderr)
@@ -90,6 +93,17 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		log.Error("listen failed", "setting", config.Prefix+"ADDR", "err", err)
 		return 1
 	}
+	metricsURL := "off"
+	var mln net.Listener
+	if cfg.MetricsAddr != "" {
+		mln, err = net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			_ = ln.Close() // the listen error is the one to report
+			log.Error("listen failed", "setting", config.Prefix+"METRICS_ADDR", "err", err)
+			return 1
+		}
+		metricsURL = "http://" + mln.Addr().String()
+	}
 	scheme := "http"
 	if cfg.TLSCertFile != "" {
 		scheme = "https"
@@ -99,10 +113,24 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if cfg.DatabaseURL == "" {
 		meta = "embedded"
 	}
-	log.Info("s3gate serving", "endpoint", endpoint, "region", cfg.Region, "metadata", meta,
+	log.Info("s3gate serving", "endpoint", endpoint, "metrics", metricsURL, "region", cfg.Region, "metadata", meta,
 		"large_engine", cfg.LargeEngine, "inline_max", int64(cfg.InlineMax), "version", version)
 	printKey(stdout, srv.RootKey, endpoint, cfg.Region)
-	if err := srv.Serve(ctx, ln); err != nil {
+	// The metrics listener outlives the S3 drain, so that probes see /readyz
+	// turn 503 while in-flight requests finish.
+	mctx, mstop := context.WithCancel(context.Background())
+	mdone := make(chan error, 1)
+	if mln != nil {
+		go func() { mdone <- srv.ServeMetrics(mctx, mln) }()
+	} else {
+		mdone <- nil
+	}
+	err = srv.Serve(ctx, ln)
+	mstop()
+	if merr := <-mdone; merr != nil {
+		log.Error("metrics listener stopped with error", "err", merr)
+	}
+	if err != nil {
 		log.Error("stopped with error", "err", err)
 		return 1
 	}

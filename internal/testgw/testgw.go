@@ -36,6 +36,9 @@ type Options struct {
 	TLS       bool
 	InlineMax int    // 0: the default knee
 	Domain    string // virtual-host base domain, "" for path style only
+	// DatabaseURL, if set, is used instead of a fresh pgtest database (for
+	// example a URL through a proxy the test can cut). PostgreSQL engines only.
+	DatabaseURL string
 }
 
 // Gateway is a running gateway (or an external endpoint).
@@ -47,6 +50,9 @@ type Gateway struct {
 	HTTPClient           *http.Client
 	DatabaseURL          string
 	DataDir              string
+	// MetricsURL is the base URL of the metrics listener (/metrics,
+	// /healthz, /readyz), "" for an external endpoint.
+	MetricsURL string
 }
 
 // Test credentials of in-process gateways.
@@ -78,6 +84,8 @@ func Start(t testing.TB, o Options) *Gateway {
 	dsn, large := "", o.Engine
 	if o.Engine == Embedded {
 		large = config.EngineLocal
+	} else if o.DatabaseURL != "" {
+		dsn = o.DatabaseURL
 	} else {
 		dsn = pgtest.DSN(t)
 	}
@@ -93,6 +101,8 @@ func Start(t testing.TB, o Options) *Gateway {
 		"S3GATE_DATA_DIR=" + gw.DataDir,
 		"S3GATE_DOMAIN=" + o.Domain,
 		"S3GATE_DRAIN_TIMEOUT=5s",
+		"S3GATE_METRICS_ADDR=127.0.0.1:0", // testgw listens itself, below
+		"S3GATE_METRICS_STATS_TTL=0s",     // tests see blob statistics at once
 	}
 	if o.InlineMax > 0 {
 		environ = append(environ, "S3GATE_INLINE_MAX="+strconv.Itoa(o.InlineMax))
@@ -126,16 +136,32 @@ func Start(t testing.TB, o Options) *Gateway {
 		srv.Close()
 		t.Fatalf("testgw: listen: %v", err)
 	}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		_ = ln.Close() // the listen error is the one to report
+		srv.Close()
+		t.Fatalf("testgw: listen for metrics: %v", err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
+	// The metrics listener stops after the S3 drain, as in cmd/s3gate.
+	mctx, mcancel := context.WithCancel(context.Background())
+	mdone := make(chan error, 1)
+	go func() { mdone <- srv.ServeMetrics(mctx, mln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("testgw: gateway stopped with error: %v", err)
 		}
+		mcancel()
+		if err := <-mdone; err != nil {
+			t.Errorf("testgw: metrics listener stopped with error: %v", err)
+		}
 		srv.Close()
 	})
 	gw.Endpoint = scheme + "://" + ln.Addr().String()
+	gw.MetricsURL = "http://" + mln.Addr().String()
 	return gw
 }
 
