@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/s3gate/s3gate/throttle"
 )
 
 // Prefix is the environment prefix of every setting.
@@ -30,22 +32,29 @@ const (
 
 // Config is the gateway's configuration.
 type Config struct {
-	Addr         string   `env:"ADDR" envDefault:"127.0.0.1:9000" help:"listen address"`
-	DatabaseURL  string   `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...); empty: the embedded default (metadata in DATA_DIR/meta.db)"`
-	RootAccess   string   `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once into DATA_DIR/root-credentials)"`
-	RootSecret   string   `env:"ROOT_SECRET_KEY" help:"root secret access key"`
-	Region       string   `env:"REGION" envDefault:"us-east-1" help:"region the gateway answers for"`
-	Domain       string   `env:"DOMAIN" help:"base domain for virtual-host-style addressing (bucket.DOMAIN)"`
-	InlineMax    ByteSize `env:"INLINE_MAX" envDefault:"512KiB" help:"objects up to this size are stored inline (bytea)"`
-	LargeEngine  string   `env:"LARGE_ENGINE" help:"large content engine: pgchunks, pglo or local (default pgchunks with a database)"`
-	DataDir      string   `env:"DATA_DIR" envDefault:"./data" help:"data directory: local content, the embedded metadata, generated credentials"`
-	TLSCertFile  string   `env:"TLS_CERT_FILE" help:"serve HTTPS with this certificate (PEM)"`
-	TLSKeyFile   string   `env:"TLS_KEY_FILE" help:"private key of the TLS certificate (PEM)"`
-	LogFormat    string   `env:"LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
-	LogLevel     string   `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
-	DrainTimeout Duration `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown"`
-	MaxConns     int      `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
-	MetricsAddr  string   `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
+	Addr                string             `env:"ADDR" envDefault:"127.0.0.1:9000" help:"listen address"`
+	DatabaseURL         string             `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...); empty: the embedded default (metadata in DATA_DIR/meta.db)"`
+	RootAccess          string             `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once into DATA_DIR/root-credentials)"`
+	RootSecret          string             `env:"ROOT_SECRET_KEY" help:"root secret access key"`
+	Region              string             `env:"REGION" envDefault:"us-east-1" help:"region the gateway answers for"`
+	Domain              string             `env:"DOMAIN" help:"base domain for virtual-host-style addressing (bucket.DOMAIN)"`
+	InlineMax           ByteSize           `env:"INLINE_MAX" envDefault:"512KiB" help:"objects up to this size are stored inline (bytea)"`
+	LargeEngine         string             `env:"LARGE_ENGINE" help:"large content engine: pgchunks, pglo or local (default pgchunks with a database)"`
+	DataDir             string             `env:"DATA_DIR" envDefault:"./data" help:"data directory: local content, the embedded metadata, generated credentials"`
+	TLSCertFile         string             `env:"TLS_CERT_FILE" help:"serve HTTPS with this certificate (PEM)"`
+	TLSKeyFile          string             `env:"TLS_KEY_FILE" help:"private key of the TLS certificate (PEM)"`
+	LogFormat           string             `env:"LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
+	LogLevel            string             `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
+	DrainTimeout        Duration           `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown"`
+	MaxConns            int                `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
+	BandwidthGlobal     throttle.Bandwidth `env:"BANDWIDTH_GLOBAL" envDefault:"0" help:"cap on all GET streams together, bytes/s (suffixes: 4MiB); 0 = unlimited"`
+	BandwidthPerRequest throttle.Bandwidth `env:"BANDWIDTH_PER_REQUEST" envDefault:"0" help:"cap on each GET stream, bytes/s; 0 = unlimited"`
+	MaxPins             int                `env:"MAX_PINS" envDefault:"1024" help:"most blobs one instance pins at once (beyond: 503 SlowDown); protects PostgreSQL's lock table"`
+	Standby             string             `env:"STANDBY" envDefault:"wait" help:"when another instance owns the database: wait (standby, take over when it frees) or refuse"`
+	GCInterval          Duration           `env:"GC_INTERVAL" envDefault:"1m" help:"pause between online GC sweeps; 0 disables online GC"`
+	GCGrace             Duration           `env:"GC_GRACE" envDefault:"1m" help:"unreferenced blobs younger than this are left alone"`
+	UploadExpiry        Duration           `env:"UPLOAD_EXPIRY" envDefault:"168h" help:"incomplete multipart uploads older than this are aborted by GC"`
+	MetricsAddr         string             `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
 	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
 	// so scrapes reuse them for this long (0: recompute on every scrape).
 	MetricsStatsTTL Duration `env:"METRICS_STATS_TTL" envDefault:"10s" help:"how long scrapes reuse the blob statistics (table scans); 0 recomputes every scrape"`
@@ -140,6 +149,17 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("%sLOG_LEVEL: %q is not debug, info, warn or error", Prefix, c.LogLevel)
+	}
+	switch c.Standby {
+	case "wait", "refuse":
+	default:
+		return fmt.Errorf("%sSTANDBY: %q is not wait or refuse", Prefix, c.Standby)
+	}
+	if c.MaxPins < 1 {
+		return errors.New(Prefix + "MAX_PINS: at least 1")
+	}
+	if c.BandwidthGlobal < 0 || c.BandwidthPerRequest < 0 {
+		return errors.New(Prefix + "BANDWIDTH_GLOBAL / " + Prefix + "BANDWIDTH_PER_REQUEST: must not be negative")
 	}
 	if c.MetricsAddr == MetricsOff {
 		c.MetricsAddr = ""

@@ -55,6 +55,14 @@ func TestLoad(t *testing.T) {
 		{name: "half tls", env: append(base, "S3GATE_TLS_CERT_FILE=/x"), wantErr: "S3GATE_TLS_CERT_FILE"},
 		{name: "bad duration", env: append(base, "S3GATE_DRAIN_TIMEOUT=soon"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
 		{name: "bad log format", env: append(base, "S3GATE_LOG_FORMAT=xml"), wantErr: "S3GATE_LOG_FORMAT"},
+		{name: "bandwidth suffixes", env: append(base, "S3GATE_BANDWIDTH_PER_REQUEST=10MiB", "S3GATE_BANDWIDTH_GLOBAL=1GB"), check: func(t *testing.T, c Config) {
+			if c.BandwidthPerRequest != 10<<20 || c.BandwidthGlobal != 1e9 {
+				t.Fatalf("got %d %d", c.BandwidthPerRequest, c.BandwidthGlobal)
+			}
+		}},
+		{name: "bad bandwidth", env: append(base, "S3GATE_BANDWIDTH_GLOBAL=fast"), wantErr: "S3GATE_BANDWIDTH_GLOBAL"},
+		{name: "bad standby", env: append(base, "S3GATE_STANDBY=maybe"), wantErr: "S3GATE_STANDBY"},
+		{name: "bad pin cap", env: append(base, "S3GATE_MAX_PINS=0"), wantErr: "S3GATE_MAX_PINS"},
 		{name: "unknown flag", env: base, args: []string{"-nope"}, wantErr: "nope"},
 		{name: "metrics default", env: base, check: func(t *testing.T, c Config) {
 			if c.MetricsAddr != "127.0.0.1:9001" {
