@@ -28,6 +28,9 @@ func (a *api) listBuckets(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("list buckets: %w", err)
 	}
+	if bs, err = a.visibleBuckets(rq, bs); err != nil {
+		return err
+	}
 	prefix := rq.q.Get("prefix")
 	res := listAllMyBucketsResult{NS: s3NS, Owner: ownerOf(rq), Buckets: []bucketElem{}}
 	for _, b := range bs {

@@ -58,6 +58,7 @@ var (
 	errMultipleChecksums        = &apiError{"InvalidRequest", http.StatusBadRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."}
 	errUnsupportedChecksumAlg   = &apiError{"InvalidRequest", http.StatusBadRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]"}
 	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
+	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
 )
 
 // notFoundDefault builds the "no such configuration" answers that clients
@@ -92,7 +93,7 @@ var storeErrors = []struct {
 	{store.ErrInvalidArgument, errInvalidArgument},
 	{store.ErrInvalidRequest, errInvalidRequest},
 	{store.ErrSlowDown, &apiError{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}},
-	{store.ErrUnavailable, &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}},
+	{store.ErrUnavailable, errServiceUnavailable},
 	{store.ErrConditionalConflict, &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."}},
 	// A body that ends before its declared length (client went away mid-upload).
 	{io.ErrUnexpectedEOF, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
@@ -132,6 +133,14 @@ func toAPIError(err error) (e *apiError, internal bool) {
 	}
 	var au *auth.Error
 	if errors.As(err, &au) {
+		if au.Code == auth.CodeInternalError {
+			// The credential lookup failed (managed keys live in the store):
+			// answer as the store's failure would, and log the cause.
+			if errors.Is(au.Err, store.ErrUnavailable) {
+				return errServiceUnavailable, true
+			}
+			return errInternal, true
+		}
 		status, ok := authStatus[au.Code]
 		if !ok {
 			status = http.StatusForbidden

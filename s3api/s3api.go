@@ -51,6 +51,10 @@ type Config struct {
 	Domain string
 	// MaxXMLBody caps every parsed request body (default 1 MiB).
 	MaxXMLBody int64
+	// Authorizer, if set, is asked after authentication whether the key may
+	// run the operation (see authz.go); nil allows every authenticated key
+	// everything.
+	Authorizer Authorizer
 }
 
 // DefaultMaxXMLBody is the default cap of parsed request bodies.
@@ -167,7 +171,8 @@ type request struct {
 type handlerFunc func(a *api, rq *request) error
 
 // serve runs the pipeline shared by every route: request id, operation
-// resolution, authentication, the handler, error answer and access log.
+// resolution, authentication, authorization, the handler, error answer and
+// access log.
 func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, routeErr error) {
 	start := time.Now()
 	rq := &request{
@@ -210,6 +215,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 	}
 	rq.size = res.DecodedLength
 	rq.trailer = res.Trailer
+	if err := a.authorize(rq); err != nil {
+		a.writeError(rq, err)
+		return
+	}
 
 	fn, ok := handlers[rq.op]
 	if !ok {

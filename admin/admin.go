@@ -1,0 +1,332 @@
+// Package admin implements `s3gate admin`: operations on a gateway's metadata
+// store that need no restart. Today that is access-key management:
+//
+//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [config flags]
+//	s3gate admin key list   [config flags]
+//	s3gate admin key delete ID [config flags]
+//
+// It reads the same configuration as `s3gate serve` (S3GATE_* variables and
+// the same flags) and opens the same store directly: the PostgreSQL database
+// of S3GATE_DATABASE_URL, or without one the embedded store in
+// S3GATE_DATA_DIR (SQLite in WAL mode lets this run beside a live gateway).
+// The gateway looks keys up on every request, so changes apply at once.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
+	"github.com/s3gate/s3gate/store/pg"
+)
+
+// Exit codes of Run.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the operation failed
+	exitUsage = 2 // bad command line or configuration
+)
+
+const usage = `usage:
+  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S]
+  s3gate admin key list
+  s3gate admin key delete ID
+Configuration flags and S3GATE_* variables are those of "s3gate serve"
+(-database-url, -data-dir, ...): the command opens the same store.
+`
+
+// Run runs `s3gate admin` with args (the words after "admin") and returns
+// the process exit code: 0 on success, 1 when the operation failed, 2 for a
+// bad command line or configuration.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, args, os.Environ(), stdout, stderr)
+}
+
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[0] != "key" {
+		if len(args) > 0 && isHelp(args[0]) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	sub := args[1]
+	keyArgs, cfgArgs, pos := splitArgs(args[2:])
+	fs := flag.NewFlagSet("s3gate admin key "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c createOpts
+	switch sub {
+	case "create":
+		fs.StringVar(&c.buckets, "buckets", "", "comma-separated buckets the key may use (default: all)")
+		fs.BoolVar(&c.readOnly, "read-only", false, "allow only reads (Get*, Head*, List*)")
+		fs.StringVar(&c.id, "access-key", "", "access key id (default: generated)")
+		fs.StringVar(&c.secret, "secret", "", "secret access key (default: generated)")
+	case "list", "delete":
+	default:
+		fmt.Fprintf(stderr, "s3gate admin key: unknown command %q\n%s", sub, usage)
+		return exitUsage
+	}
+	if slices.ContainsFunc(args[2:], isHelpFlag) {
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		_, _ = config.Load([]string{"-h"}, environ, stdout) // prints the configuration flags
+		return exitOK
+	}
+	if err := fs.Parse(keyArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	cfg, err := config.Load(cfgArgs, environ, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
+		return exitUsage
+	}
+	wantPos := 0
+	if sub == "delete" {
+		wantPos = 1
+	}
+	if len(pos) != wantPos {
+		fmt.Fprintf(stderr, "s3gate admin key %s: want %d argument(s), got %q\n%s", sub, wantPos, pos, usage)
+		return exitUsage
+	}
+	if sub == "create" {
+		if err := c.check(cfg); err != nil {
+			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
+			return exitUsage
+		}
+	}
+	if sub == "delete" && cfg.RootAccess != "" && pos[0] == cfg.RootAccess {
+		fmt.Fprintln(stderr, "s3gate admin key delete: that is the root key; it comes from the configuration, not the store")
+		return exitUsage
+	}
+
+	keys, closeStore, err := openStore(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
+		return exitFail
+	}
+	defer closeStore()
+
+	switch sub {
+	case "create":
+		err = create(ctx, keys, c, stdout)
+	case "list":
+		err = list(ctx, keys, stdout)
+	default:
+		err = keys.DeleteKey(ctx, pos[0])
+		if err == nil {
+			fmt.Fprintf(stdout, "deleted access key %s\n", pos[0])
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin key %s: %v\n", sub, describe(err))
+		return exitFail
+	}
+	return exitOK
+}
+
+func isHelp(a string) bool { return a == "help" || isHelpFlag(a) }
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "--h" || a == "-help" || a == "--help" }
+
+// keyFlags are the flags of `admin key create`, with whether each is boolean.
+// Every other flag belongs to the configuration (config.Load), whose flags
+// all take a value.
+var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false}
+
+// splitArgs separates the key command's own flags, the configuration flags
+// (shared with serve) and positional arguments, in any order.
+func splitArgs(args []string) (keyArgs, cfgArgs, pos []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		isBool, isKey := keyFlags[name]
+		dst := &cfgArgs
+		if isKey {
+			dst = &keyArgs
+		}
+		*dst = append(*dst, a)
+		if hasValue || isBool || name == "h" || name == "help" {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			*dst = append(*dst, args[i])
+		}
+	}
+	return keyArgs, cfgArgs, pos
+}
+
+// createOpts are the flags of `admin key create`.
+type createOpts struct {
+	buckets  string
+	readOnly bool
+	id       string
+	secret   string
+	list     []string // parsed buckets
+}
+
+var (
+	// Access key ids travel in SigV4 credential scopes ("ID/date/...") and
+	// SigV2 headers ("AWS ID:sig"): no '/', ':' or spaces.
+	keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{3,128}$`)
+	// Secrets: printable ASCII without spaces, so they paste into shells and
+	// configuration files unharmed.
+	secretPattern = regexp.MustCompile(`^[!-~]{8,128}$`)
+)
+
+func (c *createOpts) check(cfg config.Config) error {
+	if c.id != "" && !keyIDPattern.MatchString(c.id) {
+		return errors.New("-access-key: 3 to 128 characters of A-Z, a-z, 0-9, '.', '_', '-'")
+	}
+	if c.id != "" && c.id == cfg.RootAccess {
+		return errors.New("-access-key: that is the root key's id")
+	}
+	if c.secret != "" && !secretPattern.MatchString(c.secret) {
+		return errors.New("-secret: 8 to 128 printable ASCII characters without spaces")
+	}
+	for _, b := range strings.Split(c.buckets, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" || slices.Contains(c.list, b) {
+			continue
+		}
+		if err := store.ValidBucketName(b); err != nil {
+			return fmt.Errorf("-buckets: %q: %w", b, err)
+		}
+		c.list = append(c.list, b)
+	}
+	return nil
+}
+
+// openStore opens the metadata engine that serve would use, for key
+// operations only.
+func openStore(ctx context.Context, cfg config.Config) (store.KeyStore, func(), error) {
+	if cfg.DatabaseURL == "" {
+		e, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, Region: cfg.Region})
+		if err != nil {
+			return nil, nil, fmt.Errorf("open embedded store in %sDATA_DIR: %w", config.Prefix, err)
+		}
+		return e, func() { _ = e.Close() }, nil // nothing is pending once the command is done
+	}
+	// The large engine is irrelevant to key operations; pgchunks needs no
+	// media, so the command never touches the data directory.
+	e, err := pg.Open(ctx, pg.Config{DatabaseURL: cfg.DatabaseURL, Large: pg.LargePGChunks, Region: cfg.Region})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open database (%sDATABASE_URL): %w", config.Prefix, err)
+	}
+	return e, e.Close, nil
+}
+
+func create(ctx context.Context, keys store.KeyStore, c createOpts, out io.Writer) error {
+	k := store.AccessKey{ID: c.id, Secret: c.secret, Buckets: c.list, ReadOnly: c.readOnly}
+	generatedSecret := k.Secret == ""
+	if k.ID == "" {
+		k.ID = "S3K" + randomID()
+	}
+	if generatedSecret {
+		k.Secret = randomSecret()
+	}
+	if err := keys.CreateKey(ctx, k); err != nil {
+		return err
+	}
+	secret := k.Secret
+	if !generatedSecret {
+		secret = "(as given)" // never echo a secret the operator typed
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "access key id:\t%s\n", k.ID)
+	fmt.Fprintf(tw, "secret access key:\t%s\n", secret)
+	fmt.Fprintf(tw, "buckets:\t%s\n", bucketsText(k.Buckets))
+	fmt.Fprintf(tw, "access:\t%s\n", accessText(k.ReadOnly))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if generatedSecret {
+		fmt.Fprintln(out, "The secret is shown only this once: store it now.")
+	}
+	return nil
+}
+
+func list(ctx context.Context, keys store.KeyStore, out io.Writer) error {
+	ks, err := keys.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCESS KEY ID\tACCESS\tBUCKETS\tCREATED")
+	for _, k := range ks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, accessText(k.ReadOnly), bucketsText(k.Buckets), k.Created.UTC().Format(time.RFC3339))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func bucketsText(b []string) string {
+	if len(b) == 0 {
+		return "(all)"
+	}
+	return strings.Join(b, ",")
+}
+
+func accessText(readOnly bool) string {
+	if readOnly {
+		return "read-only"
+	}
+	return "read-write"
+}
+
+// describe words the store's sentinels for an operator.
+func describe(err error) error {
+	switch {
+	case errors.Is(err, store.ErrAccessKeyExists):
+		return errors.New("an access key with this id already exists")
+	case errors.Is(err, store.ErrNoSuchAccessKey):
+		return errors.New("no such access key")
+	}
+	return err
+}
+
+// randomID returns 17 characters of upper-case base32 (85 bits).
+func randomID() string {
+	var b [11]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])[:17]
+}
+
+// randomSecret returns 40 URL-safe base64 characters (240 bits).
+func randomSecret() string {
+	var b [30]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
