@@ -33,6 +33,8 @@ type engine interface {
 	Ready(ctx context.Context) error
 	// BlobStats computes blob counts and bytes (for metrics).
 	BlobStats(ctx context.Context) (store.BlobStats, error)
+	// KeyStore keeps the access keys that `s3gate admin key` manages.
+	store.KeyStore
 }
 
 // Server is one running gateway instance.
@@ -72,11 +74,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	} else if err := s.openPG(ctx); err != nil {
 		return nil, err
 	}
-	verifier := &auth.Verifier{
-		Region: cfg.Region,
-		Creds:  auth.StaticCredentials{key.AccessKey: key.SecretKey},
-	}
-	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain}, store.New(s.engine), verifier, log)
+	// Keys are looked up on every request, uncached: a key created or deleted
+	// with `s3gate admin key` takes effect at once.
+	keys := &auth.Keyring{RootAccessKey: key.AccessKey, RootSecretKey: key.SecretKey, Keys: s.engine}
+	verifier := &auth.Verifier{Region: cfg.Region, Creds: keys}
+	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys)},
+		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
 		s.close()
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/s3gate/s3gate/admin"
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store/pg"
@@ -38,7 +39,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|healthcheck|version [flags]")
+		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|admin|healthcheck|version [flags]")
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
@@ -48,9 +49,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "healthcheck":
 		return healthcheck(rest, os.Environ(), stdout, stderr)
+	case "admin":
+		ctx, stop := signalContext()
+		defer stop()
+		return admin.Run(ctx, rest, stdout, stderr)
 	case "serve", "migrate":
 	default:
-		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, healthcheck, version)\n", cmd)
+		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, admin, healthcheck, version)\n", cmd)
 		return 2
 	}
 	cfg, err := config.Load(rest, os.Environ(), stderr)
