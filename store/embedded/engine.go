@@ -31,8 +31,10 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/throttle"
 )
 
 // MetaFile is the name of the metadata database inside Config.Dir.
@@ -54,6 +56,12 @@ type Config struct {
 	InlineMax int
 	// Region is the default region of new buckets ("" means us-east-1).
 	Region string
+	// Governor paces GET streams; nil means unpaced. The caller owns it.
+	Governor *throttle.BandwidthGovernor
+	// Pins holds the content pins of GET streams; nil means a private,
+	// uncapped fleet.LocalPins. Pass one to cap pins (beyond the cap GETs
+	// answer store.ErrSlowDown) or to export its metrics.
+	Pins *fleet.LocalPins
 }
 
 // Engine is the embedded metadata engine. It implements store.ObjectStore.
@@ -64,7 +72,8 @@ type Engine struct {
 	inlineMax int
 	region    string
 	locks     *lockTable
-	pins      *pinTable
+	pins      *fleet.LocalPins
+	gov       *throttle.BandwidthGovernor // nil: unpaced
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -90,7 +99,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	e := &Engine{media: media, inlineMax: cfg.InlineMax, region: cfg.Region, locks: newLockTable(), pins: newPinTable()}
+	e := &Engine{media: media, inlineMax: cfg.InlineMax, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
+	if e.pins == nil {
+		e.pins = fleet.NewLocalPins(0, nil)
+	}
 	if e.inlineMax == 0 {
 		e.inlineMax = store.DefaultInlineMax
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/s3gate/s3gate/store"
 )
@@ -159,8 +158,9 @@ func missErr(ctx context.Context, q querier, bucket string) error {
 
 // GetObject implements store.ObjectStore. Metadata, conditions, range and
 // inline content come from one read snapshot; file-backed blobs are then
-// pinned and re-checked (see pinTable) before the reader is returned. HEAD
-// opens nothing.
+// pinned and re-checked (see pins.go) before the reader is returned, which the
+// governor (if any) paces. HEAD opens and pins nothing: local pins are never
+// lost, so there is no protection to check for HEAD, 304 or 416 answers.
 func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
 	for attempt := 1; ; attempt++ {
 		var (
@@ -224,16 +224,18 @@ func (e *Engine) openSegments(ctx context.Context, segs []segment) (store.Reader
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	release := func() {}
+	pins, err := e.pinBlobs(ctx, ids)
+	if err != nil {
+		return nil, false, err
+	}
 	if len(ids) > 0 {
-		release = e.pins.pin(ids)
 		ok, err := e.blobsExist(ctx, ids)
 		if err != nil || !ok {
-			release()
+			pins.release()
 			return nil, false, err
 		}
 	}
-	return &segReader{ctx: ctx, e: e, segs: segs, release: release}, true, nil
+	return e.newPacedReader(ctx, &segReader{ctx: ctx, e: e, segs: segs}, pins), true, nil
 }
 
 // blobsExist reports whether every blob row of ids exists, with a fresh
@@ -294,15 +296,13 @@ type segment struct {
 }
 
 // segReader reads segments in order, opening each file when it is reached:
-// nothing is buffered beyond one read. Close releases the pins.
+// nothing is buffered beyond one read.
 type segReader struct {
-	ctx     context.Context
-	e       *Engine
-	segs    []segment
-	cur     io.ReadCloser
-	err     error
-	release func()
-	once    sync.Once
+	ctx  context.Context
+	e    *Engine
+	segs []segment
+	cur  io.ReadCloser
+	err  error
 }
 
 func (m *segReader) Read(p []byte) (int, error) {
@@ -343,7 +343,6 @@ func (m *segReader) Read(p []byte) (int, error) {
 }
 
 func (m *segReader) Close() error {
-	defer m.once.Do(m.release)
 	m.segs = nil
 	if m.err == nil {
 		m.err = errors.New("embedded: read after close")

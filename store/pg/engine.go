@@ -20,11 +20,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg/content"
 	"github.com/s3gate/s3gate/store/pgchunks"
 	"github.com/s3gate/s3gate/store/pglo"
+	"github.com/s3gate/s3gate/throttle"
 )
 
 // Large engine names for Config.Large.
@@ -65,6 +67,13 @@ type Config struct {
 	// SkipMigrate skips applying migrations in Open (the schema must then be
 	// current already; Open checks it).
 	SkipMigrate bool
+	// Pins protects streamed content against GC while GETs read it: in
+	// production a *fleet.SessionPins on the same database, which the caller
+	// opens and closes (after the engine's readers are closed). Nil means no
+	// pinning, for tests and tools that run without GC.
+	Pins fleet.Pinner
+	// Governor paces GET streams; nil means unpaced. The caller owns it.
+	Governor *throttle.BandwidthGovernor
 }
 
 // Engine is the PostgreSQL metadata engine. It implements store.ObjectStore.
@@ -75,6 +84,8 @@ type Engine struct {
 	content   content.Engine // pglo or pgchunks; nil for local
 	media     *localfs.Media // local only
 	region    string
+	pins      fleet.Pinner                // nil: no pinning
+	gov       *throttle.BandwidthGovernor // nil: unpaced
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -85,7 +96,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("pg: empty database URL")
 	}
-	e := &Engine{inlineMax: cfg.InlineMax, region: cfg.Region, large: cfg.Large}
+	e := &Engine{inlineMax: cfg.InlineMax, region: cfg.Region, large: cfg.Large, pins: cfg.Pins, gov: cfg.Governor}
 	if e.inlineMax == 0 {
 		e.inlineMax = store.DefaultInlineMax
 	}

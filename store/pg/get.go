@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 )
 
@@ -113,34 +116,269 @@ func (e *Engine) missErr(ctx context.Context, bucket string) error {
 	return store.ErrNoSuchKey
 }
 
-// GetObject implements store.ObjectStore.
+// pinAttempts bounds how often GetObject resolves an object whose blob
+// vanished between resolution and pin (an overwrite or delete followed by a GC
+// sweep in that gap: GC's grace period makes even one retry rare).
+const pinAttempts = 2
+
+// GetObject implements store.ObjectStore. It follows the GET contract of
+// package fleet: resolve the metadata in one snapshot (inline bytes with it,
+// needing no pin), pin every blob the response will stream, re-check in a
+// fresh statement that those blob rows still exist, and check the pins again
+// before answering. HEAD, 304/412 and 416 answers are checked too: they hold a
+// pin only for the check. The returned reader is paced by the governor and
+// guarded by the pins (before the first read, every quantum and at EOF); Close
+// releases the pins.
 func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
+	for attempt := 1; ; attempt++ {
+		info, rng, rd, vanished, err := e.getOnce(ctx, bucket, key, opts, head)
+		if !vanished {
+			return info, rng, rd, err
+		}
+		if attempt == pinAttempts {
+			return info, nil, nil, fmt.Errorf("get %s/%s: %w: its content was reclaimed %d times while it was opened",
+				bucket, key, store.ErrUnavailable, attempt)
+		}
+	}
+}
+
+// getOnce is one resolution of GetObject. vanished reports that a pinned blob
+// no longer exists: the object changed since the snapshot, resolve again.
+func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (
+	info store.ObjectInfo, rng *store.ByteRange, rd store.Reader, vanished bool, err error) {
 	r, err := resolveObject(ctx, e.pool, bucket, key, !head, false)
 	if errors.Is(err, store.ErrNoSuchKey) {
 		err = e.missErr(ctx, bucket)
 	}
 	if err != nil {
-		return store.ObjectInfo{}, nil, nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+		return store.ObjectInfo{}, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
 	}
-	if err := store.EvalConditions(opts.Cond, r.info.ETag, r.info.LastModified); err != nil {
-		return r.info, nil, nil, err
+	if cerr := store.EvalConditions(opts.Cond, r.info.ETag, r.info.LastModified); cerr != nil {
+		if err := e.checkProtection(ctx, streamedBlobs(r, 0, r.info.Size)); err != nil {
+			return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+		}
+		return r.info, nil, nil, false, cerr
 	}
-	rng, err := selectRange(r, opts)
+	rng, err = selectRange(r, opts)
 	if err != nil {
-		return r.info, nil, nil, err
-	}
-	if head {
-		return r.info, rng, nil, nil
+		if errors.Is(err, store.ErrInvalidRange) {
+			if perr := e.checkProtection(ctx, streamedBlobs(r, 0, r.info.Size)); perr != nil {
+				return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, perr)
+			}
+		}
+		return r.info, nil, nil, false, err
 	}
 	start, n := int64(0), r.info.Size
 	if rng != nil {
 		start, n = rng.Start, rng.End-rng.Start+1
 	}
-	rd, err := e.openSpan(ctx, r, start, n)
-	if err != nil {
-		return r.info, nil, nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	ids := streamedBlobs(r, start, n)
+	if head {
+		if err := e.checkProtection(ctx, ids); err != nil {
+			return r.info, nil, nil, false, fmt.Errorf("head %s/%s: %w", bucket, key, err)
+		}
+		return r.info, rng, nil, false, nil
 	}
-	return r.info, rng, rd, nil
+	pins, err := e.pinBlobs(ctx, ids)
+	if err != nil {
+		return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	if len(pins) > 0 {
+		ok, err := e.blobsExist(ctx, ids)
+		if err == nil && ok {
+			// The headers go out before the first read: a pin lost by now
+			// must be a 503, not a truncated 200.
+			err = pins.check()
+		}
+		if err != nil || !ok {
+			pins.release()
+			if err != nil {
+				return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+			}
+			return r.info, nil, nil, true, nil
+		}
+	}
+	src, err := e.openSpan(ctx, r, start, n)
+	if err != nil {
+		pins.release()
+		return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	return r.info, rng, e.guardedReader(ctx, src, pins), false, nil
+}
+
+// streamedBlobs lists, sorted and without duplicates, the blobs whose content
+// a read of n bytes from start would fetch after the metadata snapshot: the
+// single blob unless it is inline, or every part blob in the span (inline
+// parts included, since their bytes are fetched only when the reader reaches
+// them).
+func streamedBlobs(r *resolved, start, n int64) []int64 {
+	if r.blob != nil {
+		if r.blob.Tier == store.TierInline {
+			return nil
+		}
+		return []int64{r.blob.ID}
+	}
+	var ids []int64
+	end := start + n
+	for _, p := range r.parts {
+		if p.Start+p.Size <= start || p.Start >= end || p.Size == 0 {
+			continue
+		}
+		ids = append(ids, p.Blob.ID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// checkProtection proves, for an answer that streams no content (HEAD, 304,
+// 412, 416), that the content it describes could be protected now: it pins
+// one of the blobs, checks the pin and releases it. One pin proves the pin
+// session valid without taking a lock per part of a large multipart object.
+func (e *Engine) checkProtection(ctx context.Context, ids []int64) error {
+	if e.pins == nil || len(ids) == 0 {
+		return nil
+	}
+	pins, err := e.pinBlobs(ctx, ids[:1])
+	if err != nil {
+		return err
+	}
+	defer pins.release()
+	return pins.check()
+}
+
+// pinBlobs acquires a pin on every blob of ids; on failure it releases what it
+// took. Errors map the pin errors to store's: a full pin table is
+// store.ErrSlowDown, a lost pin session store.ErrUnavailable.
+func (e *Engine) pinBlobs(ctx context.Context, ids []int64) (pinSet, error) {
+	if e.pins == nil || len(ids) == 0 {
+		return nil, nil
+	}
+	pins := make(pinSet, 0, len(ids))
+	for _, id := range ids {
+		p, err := e.pins.Acquire(ctx, id)
+		if err != nil {
+			pins.release()
+			return nil, mapPinErr(err)
+		}
+		pins = append(pins, p)
+	}
+	return pins, nil
+}
+
+// mapPinErr wraps a pin error with the store sentinel that s3api answers.
+func mapPinErr(err error) error {
+	switch {
+	case errors.Is(err, fleet.ErrTooManyPins):
+		return fmt.Errorf("%w: %w", store.ErrSlowDown, err)
+	case errors.Is(err, fleet.ErrSessionLost), errors.Is(err, fleet.ErrPinLost),
+		errors.Is(err, fleet.ErrWindowExpired), errors.Is(err, fleet.ErrPinsClosed):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// blobsExist reports, with a fresh statement (not the resolving snapshot),
+// whether every blob row of ids still exists.
+func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
+	var n int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM blobs WHERE id = ANY($1::bigint[])`, ids).Scan(&n); err != nil {
+		return false, fmt.Errorf("re-check pinned blobs: %w", mapErr(err))
+	}
+	return n == len(ids), nil
+}
+
+// pinSet is the pins of one response.
+type pinSet []fleet.Pin
+
+func (s pinSet) release() {
+	for _, p := range s {
+		p.Release()
+	}
+}
+
+// check is the guard of a stream: nil while every pin is valid, afterwards an
+// error wrapping store.ErrUnavailable and fleet.ErrPinLost.
+func (s pinSet) check() error {
+	for _, p := range s {
+		if !p.Valid() {
+			return fmt.Errorf("content pin: %w: %w", store.ErrUnavailable, fleet.ErrPinLost)
+		}
+	}
+	return nil
+}
+
+// guardedReader wraps the content reader of a response: paced by the governor
+// (if any) and guarded by the pins (if any); Close releases the pins once.
+func (e *Engine) guardedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
+	var guard func() error
+	if len(pins) > 0 {
+		guard = pins.check
+	}
+	rd := &pinnedReader{src: src, r: src, pins: pins}
+	switch {
+	case e.gov != nil:
+		rd.r = e.gov.NewReader(ctx, src, guard)
+	case guard != nil:
+		rd.r = &checkedReader{src: src, guard: guard}
+	}
+	return rd
+}
+
+// pinnedReader is the store.Reader that GetObject returns.
+type pinnedReader struct {
+	src  io.ReadCloser // the content
+	r    io.Reader     // src as the caller reads it (paced, guarded)
+	pins pinSet
+	once sync.Once
+}
+
+func (p *pinnedReader) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// Close stops reading the content and then releases the pins, exactly once;
+// later calls do nothing.
+func (p *pinnedReader) Close() error {
+	var err error
+	p.once.Do(func() {
+		err = p.src.Close()
+		p.pins.release()
+	})
+	if err != nil {
+		return fmt.Errorf("close object reader: %w", err)
+	}
+	return nil
+}
+
+// checkedReader is the guard without a governor: it checks before the first
+// read and after every read, before handing the bytes over, which covers EOF.
+// Its error is sticky.
+type checkedReader struct {
+	src     io.Reader
+	guard   func() error
+	started bool
+	err     error
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if !c.started {
+		c.started = true
+		if err := c.guard(); err != nil {
+			c.err = err
+			return 0, err
+		}
+	}
+	n, err := c.src.Read(p)
+	if gerr := c.guard(); gerr != nil {
+		// Bytes read after the loss are withheld: the caller gets a prefix.
+		c.err = gerr
+		return 0, gerr
+	}
+	if err != nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // selectRange resolves partNumber and Range against the object.
