@@ -17,6 +17,7 @@ import (
 
 	"github.com/s3gate/s3gate/auth"
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/metrics"
 	"github.com/s3gate/s3gate/s3api"
 	"github.com/s3gate/s3gate/store"
@@ -45,6 +46,12 @@ type Server struct {
 	close   func()
 	handler http.Handler
 	metrics *metrics.Metrics
+	rt      runtimeParts
+	media   *localfs.Media // PostgreSQL with the local engine only
+	// work is the parent context of every request and background job;
+	// CancelWork cancels it (lost ownership), unlike a graceful drain.
+	work       context.Context
+	cancelWork context.CancelFunc
 	// draining is set once Serve stops accepting: /readyz answers 503.
 	draining atomic.Bool
 	// RootKey is the root key pair in use.
@@ -60,9 +67,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		return nil, fmt.Errorf("root key: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log, RootKey: key}
+	s.work, s.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.openRuntime(); err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL == "" {
-		eng, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, InlineMax: int(cfg.InlineMax), Region: cfg.Region})
+		s.rt.localPins = fleet.NewLocalPins(cfg.MaxPins, s.rt.pinMetrics)
+		eng, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, InlineMax: int(cfg.InlineMax), Region: cfg.Region,
+			Governor: s.rt.gov, Pins: s.rt.localPins})
 		if err != nil {
+			s.closeRuntime()
 			return nil, fmt.Errorf("open embedded store in %sDATA_DIR: %w", config.Prefix, err)
 		}
 		s.engine = eng
@@ -70,8 +84,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 			if err := eng.Close(); err != nil {
 				log.Error("close embedded store", "err", err)
 			}
+			s.closeRuntime()
 		}
 	} else if err := s.openPG(ctx); err != nil {
+		s.closeRuntime()
 		return nil, err
 	}
 	// Keys are looked up on every request, uncached: a key created or deleted
@@ -81,6 +97,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys)},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := registerRuntimeMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.gov.Metrics()); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -96,6 +116,9 @@ func (s *Server) openPG(ctx context.Context) error {
 	if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	if err := s.openSessionPins(); err != nil {
+		return err
+	}
 	var media *localfs.Media
 	if cfg.LargeEngine == config.EngineLocal {
 		media, err = localfs.Open(cfg.DataDir, false)
@@ -110,11 +133,17 @@ func (s *Server) openPG(ctx context.Context) error {
 		Media:       media,
 		Region:      cfg.Region,
 		SkipMigrate: true, // migrated above, without the pool options in the URL
+		Pins:        s.rt.sessPins,
+		Governor:    s.rt.gov,
 	})
 	if err != nil {
 		return fmt.Errorf("open metadata engine: %w", err)
 	}
-	s.engine, s.close = eng, eng.Close
+	s.engine, s.media = eng, media
+	s.close = func() {
+		eng.Close()
+		s.closeRuntime()
+	}
 	return nil
 }
 
@@ -146,8 +175,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		// Requests outlive ctx (a graceful drain lets them finish) but not
+		// CancelWork.
+		BaseContext: func(net.Listener) context.Context { return s.work },
 	}
+	gcDone := s.startGC(ctx)
+	defer func() { <-gcDone }()
 	errc := make(chan error, 1)
 	go func() {
 		if s.cfg.TLSCertFile != "" {
@@ -170,5 +203,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// CancelWork cancels every in-flight request and background job at once: the
+// instance lost what entitled it to work (its ownership claim). Serve then
+// drains what is left within the drain timeout.
+func (s *Server) CancelWork() { s.cancelWork() }
+
 // Close releases the engines. Call it after Serve returned.
-func (s *Server) Close() { s.close() }
+func (s *Server) Close() {
+	s.cancelWork()
+	s.close()
+}
