@@ -301,7 +301,9 @@ func setObjectHeaders(rq *request, info store.ObjectInfo) {
 		}
 	}
 	for k, v := range info.Meta.User {
-		h.Set("X-Amz-Meta-"+k, v)
+		// Set directly: Header.Set would canonicalise the name (X-Amz-Meta-Origin),
+		// and clients that keep the case (botocore) expect AWS's lower case.
+		h["x-amz-meta-"+k] = []string{v}
 	}
 	h.Set("Accept-Ranges", "bytes")
 	for _, o := range responseOverrides {

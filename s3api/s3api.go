@@ -110,7 +110,22 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		a.serve(w, req, "", "", errInvalidURI)
 	})
-	return r
+	return closeOnEmptyExpect(r)
+}
+
+// closeOnEmptyExpect closes the connection after answering an empty request
+// that asked for "Expect: 100-continue". net/http never sends the interim 100
+// for an empty body, and botocore (the aws cli) then keeps the final status
+// line pending on the pooled connection and misreads the next response on it
+// (it stalls until its read timeout). For non-empty bodies net/http already
+// closes a connection whose body was not read.
+func closeOnEmptyExpect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // vhostBucket returns the bucket of a virtual-host-style Host, or "".

@@ -337,3 +337,31 @@ func TestReaderClosedOnSuccess(t *testing.T) {
 		t.Error("reader not closed")
 	}
 }
+
+// TestEmptyExpectContinueClosesConnection: an empty PUT with Expect:
+// 100-continue is answered with Connection: close; others keep the connection.
+func TestEmptyExpectContinueClosesConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		expect    string
+		body      string
+		wantClose bool
+	}{
+		{name: "empty with expect", expect: "100-continue", wantClose: true},
+		{name: "empty without expect"},
+		{name: "body with expect", expect: "100-continue", body: "x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := closeOnEmptyExpect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+			req := httptest.NewRequest("PUT", "/b/k", strings.NewReader(tc.body))
+			if tc.expect != "" {
+				req.Header.Set("Expect", tc.expect)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if got := w.Header().Get("Connection") == "close"; got != tc.wantClose {
+				t.Fatalf("Connection: close = %v, want %v", got, tc.wantClose)
+			}
+		})
+	}
+}
