@@ -77,6 +77,8 @@ type Options struct {
 	Guard func(ctx context.Context) error
 	// Logger receives per-run summaries (default slog.Default()).
 	Logger *slog.Logger
+	// Metrics, if set, receives what runs reclaimed and the lease's state.
+	Metrics *Metrics
 
 	// Runner settings.
 

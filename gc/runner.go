@@ -103,10 +103,15 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 	lcfg := r.opts.Lease
 	lcfg.Kind, lcfg.Holder = LeaseKind, r.opts.Holder
+	m := r.opts.Metrics
 	grant, err := lease.Acquire(ctx, r.store, lcfg)
 	if err != nil {
+		if errors.Is(err, lease.ErrHeld) {
+			m.leaseBusy()
+		}
 		return st, fmt.Errorf("gc: %w", err)
 	}
+	m.leaseAcquired()
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sentinelTimeout)
 		defer cancel()
@@ -117,6 +122,9 @@ func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 		case !done:
 			err = errors.Join(err, ErrNotCounted)
 		}
+		m.leaseReleased(errors.Is(err, ErrNotCounted))
+		m.record(st)
+		m.finished(err == nil, time.Now())
 	}()
 	job := grant.Context()
 

@@ -1,0 +1,394 @@
+// Package crashtest runs the real s3gate binary as a subprocess against a
+// throwaway PostgreSQL and proves invariants that need a process to die:
+// kill -9 during concurrent uploads loses no acknowledged write and, after
+// GC, leaves no orphan; and the space scenario (write, delete, collect: every
+// counter returns to where it started).
+package crashtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/s3gate/s3gate/fleet/lease"
+	"github.com/s3gate/s3gate/fsck"
+	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/internal/pgtest"
+	"github.com/s3gate/s3gate/store/localfs"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	accessKey = "crashtest"
+	secretKey = "crashtest-secret-key"
+	region    = "us-east-1"
+	// inlineMax is the knee of the gateways under test.
+	inlineMax = 64 << 10
+)
+
+// buildBinary builds cmd/s3gate into dir.
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "s3gate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/s3gate")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/s3gate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// gateway is one s3gate serve subprocess; restarts keep its settings.
+type gateway struct {
+	t       *testing.T
+	bin     string
+	addr    string
+	dsn     string
+	engine  string
+	dataDir string
+	logPath string
+	extra   []string // more environment settings
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// newGateway starts a gateway on a fresh database; extra are further
+// S3GATE_* settings.
+func newGateway(t *testing.T, bin, engine string, extra ...string) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	g := &gateway{t: t, bin: bin, addr: freeAddr(t), dsn: pgtest.DSN(t), engine: engine,
+		dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "gateway.log"), extra: extra}
+	g.start()
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *gateway) start() {
+	t := g.t
+	t.Helper()
+	logf, err := os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(g.bin, "serve")
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"S3GATE_ADDR=" + g.addr,
+		"S3GATE_DATABASE_URL=" + g.dsn,
+		"S3GATE_ROOT_ACCESS_KEY=" + accessKey,
+		"S3GATE_ROOT_SECRET_KEY=" + secretKey,
+		"S3GATE_LARGE_ENGINE=" + g.engine,
+		"S3GATE_DATA_DIR=" + g.dataDir,
+		"S3GATE_METRICS_ADDR=off",
+		fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax),
+		"S3GATE_LOG_LEVEL=warn",
+	}
+	cmd.Env = append(cmd.Env, g.extra...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start gateway: %v", err)
+	}
+	g.cmd, g.exited = cmd, make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(cmd, g.exited)
+	// Ready when an authenticated request succeeds (hang guard only).
+	client := g.client()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := client.ListBuckets(ctx, &s3.ListBucketsInput{})
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-g.exited:
+			t.Fatalf("gateway exited during start-up: %s", g.tail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway not ready: %v\n%s", err, g.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (g *gateway) kill() {
+	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		g.t.Fatalf("kill -9 gateway: %v", err)
+	}
+	<-g.exited
+}
+
+// stop ends the gateway gracefully (SIGTERM), then by force.
+func (g *gateway) stop() {
+	select {
+	case <-g.exited:
+		return
+	default:
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+		_ = g.cmd.Process.Signal(syscall.SIGKILL)
+		<-g.exited
+	}
+}
+
+func (g *gateway) tail() string {
+	b, _ := os.ReadFile(g.logPath) // best effort, for failure messages
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// client is aws-sdk-go-v2 with its default checksums, without retries (a
+// retry after the kill would blur which request was acknowledged).
+func (g *gateway) client() *s3.Client {
+	cfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, "")}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String("http://" + g.addr)
+		o.UsePathStyle = true
+		o.Retryer = aws.NopRetryer{}
+	})
+}
+
+// pool opens the gateway's database for the test's own inspection.
+func (g *gateway) pool() *pgxpool.Pool {
+	p, err := pgxpool.New(context.Background(), g.dsn)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(p.Close)
+	return p
+}
+
+// media opens the data directory's media (nil unless the engine is local).
+func (g *gateway) media() *localfs.Media {
+	if g.engine != "local" {
+		return nil
+	}
+	m, err := localfs.Open(g.dataDir, false)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return m
+}
+
+// payload is the deterministic content of object i.
+func payload(seed uint64, size int) []byte {
+	var key [32]byte
+	key[0], key[1] = byte(seed), byte(seed>>8)
+	r := rand.NewChaCha8(key)
+	b := make([]byte, size)
+	_, _ = r.Read(b) // ChaCha8 reads never fail
+	return b
+}
+
+// readBack fetches key and returns its SHA-256, or found=false for NoSuchKey.
+func readBack(ctx context.Context, c *s3.Client, bucket, key string) (sum [32]byte, found bool, err error) {
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchKey" {
+			return sum, false, nil
+		}
+		return sum, false, err
+	}
+	defer out.Body.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, out.Body); err != nil {
+		return sum, true, fmt.Errorf("read %s: %w", key, err)
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, true, nil
+}
+
+func count(t *testing.T, db *pgxpool.Pool, sql string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// orphanQueries count what must be zero once GC has settled.
+var orphanQueries = []struct{ what, sql string }{
+	{"unreferenced blob rows", `SELECT count(*) FROM blobs b
+		WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`},
+	{"unreferenced large objects", `SELECT count(*) FROM pg_largeobject_metadata m
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)`},
+	{"chunk rows without a blob", `SELECT count(*) FROM blob_chunks c
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = c.blob_id)`},
+	{"incomplete uploads", `SELECT count(*) FROM uploads`},
+}
+
+// leftovers reports every kind of orphan: rows by query, and for local media
+// blob files without a row and stage files.
+func leftovers(t *testing.T, db *pgxpool.Pool, m *localfs.Media) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, q := range orphanQueries {
+		out[q.what] = count(t, db, q.sql)
+	}
+	if m == nil {
+		return out
+	}
+	ctx := context.Background()
+	files, err := m.BlobIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, `SELECT id FROM blobs WHERE tier = 'local'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		have[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range files {
+		if !have[id] {
+			out["blob files without a row"]++
+		}
+		delete(have, id)
+	}
+	out["local blob rows without a file"] = int64(len(have))
+	stage, err := m.StageFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["stage files"] = int64(len(stage))
+	return out
+}
+
+// collect runs the online collection once with no grace and no upload
+// expiry. While a gateway's own scheduled run holds the lease (or a killed
+// gateway's grant has not expired yet: 30 s in SQL) it tries again.
+func collect(t *testing.T, db *pgxpool.Pool, m *localfs.Media) gc.Stats {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute) // hang guard only
+	for {
+		st, err := gc.RunOnce(context.Background(), db, m, gc.Options{
+			Grace: -1, StageGrace: -1, UploadExpiry: -1, PinWindow: -1,
+			Holder: "crashtest", Logger: slog.New(slog.DiscardHandler),
+		})
+		if errors.Is(err, lease.ErrHeld) && time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("gc.RunOnce: %v", err)
+		}
+		return st
+	}
+}
+
+// fsckClean runs fsck and fails on any problem.
+func fsckClean(t *testing.T, db *pgxpool.Pool, m *localfs.Media) fsck.Report {
+	t.Helper()
+	r, err := fsck.Check(context.Background(), db, fsck.Options{Media: m})
+	if err != nil {
+		t.Fatalf("fsck: %v", err)
+	}
+	for _, p := range r.Problems {
+		t.Errorf("fsck: %v", p)
+	}
+	return r
+}
+
+// dataFiles counts the regular files under the data directory's blobs/ and
+// stage/.
+func dataFiles(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	for _, sub := range []string{"blobs", "stage"} {
+		err := filepath.WalkDir(filepath.Join(dir, sub), func(_ string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+func engines() []string {
+	if testing.Short() {
+		return []string{"pgchunks", "local"}
+	}
+	return []string{"pglo", "pgchunks", "local"}
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func describe(m map[string]int64) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(&b, "%s=%d ", k, m[k])
+	}
+	return strings.TrimSpace(b.String())
+}
