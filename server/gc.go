@@ -3,11 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/metrics"
 )
 
 // startGC runs online GC under the lease while ctx lives (PostgreSQL only;
@@ -44,5 +48,35 @@ func (s *Server) gcOptions() gc.Options {
 		UploadExpiry: time.Duration(s.cfg.UploadExpiry),
 		Media:        s.media,
 		Logger:       s.log,
+		Metrics:      s.gcMetrics,
 	}
+}
+
+// registerGCMetrics exports the online GC's counters.
+func registerGCMetrics(reg prometheus.Registerer, m *gc.Metrics) error {
+	load := func(v interface{ Load() int64 }) func() float64 { return func() float64 { return float64(v.Load()) } }
+	counter := func(name, help string, v interface{ Load() int64 }) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Namespace, Subsystem: "gc", Name: name, Help: help}, load(v))
+	}
+	gauge := func(name, help string, v interface{ Load() int64 }) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Namespace, Subsystem: "gc", Name: name, Help: help}, load(v))
+	}
+	for _, c := range []prometheus.Collector{
+		counter("sweeps_total", "GC runs that completed under a lease still held at the end.", &m.SweepsRun),
+		counter("sweeps_failed_total", "GC runs that failed or were not counted (lease lost).", &m.SweepsFailed),
+		counter("reclaimed_blobs_total", "Blobs deleted by GC.", &m.BlobsReclaimed),
+		counter("reclaimed_bytes_total", "Bytes of the blobs deleted by GC.", &m.BytesReclaimed),
+		counter("uploads_aborted_total", "Expired multipart uploads aborted by GC.", &m.UploadsAborted),
+		counter("orphans_removed_total", "Crash leftovers removed: large objects, stage files, blob files without a row.", &m.OrphansFound),
+		gauge("lease_held", "1 while this instance holds the GC lease.", &m.LeaseHeld),
+		counter("lease_acquired_total", "GC lease grants taken.", &m.LeaseAcquired),
+		counter("lease_busy_total", "GC lease attempts that found it held elsewhere.", &m.LeaseBusy),
+		counter("lease_lost_total", "GC lease grants lost before their run finished.", &m.LeaseLost),
+		gauge("last_sweep_timestamp_seconds", "Unix time of the last counted GC run (0 before the first).", &m.LastSweepUnix),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: gc: %w", err)
+		}
+	}
+	return nil
 }

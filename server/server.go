@@ -18,6 +18,7 @@ import (
 	"github.com/s3gate/s3gate/auth"
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/metrics"
 	"github.com/s3gate/s3gate/s3api"
 	"github.com/s3gate/s3gate/store"
@@ -48,6 +49,8 @@ type Server struct {
 	metrics *metrics.Metrics
 	rt      runtimeParts
 	media   *localfs.Media // PostgreSQL with the local engine only
+	// gcMetrics counts what online GC does.
+	gcMetrics *gc.Metrics
 	// work is the parent context of every request and background job;
 	// CancelWork cancels it (lost ownership), unlike a graceful drain.
 	work       context.Context
@@ -103,6 +106,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	if err := registerRuntimeMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.gov.Metrics()); err != nil {
 		s.close()
 		return nil, err
+	}
+	if cfg.DatabaseURL != "" {
+		s.gcMetrics = &gc.Metrics{}
+		if err := registerGCMetrics(s.metrics.Registry(), s.gcMetrics); err != nil {
+			s.close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/s3gate/s3gate/admin"
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/fsck"
+	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -41,7 +43,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|admin|healthcheck|version [flags]")
+		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|admin|gc|fsck|healthcheck|version [flags]")
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
@@ -51,13 +53,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "healthcheck":
 		return healthcheck(rest, os.Environ(), stdout, stderr)
-	case "admin":
+	case "admin", "gc", "fsck":
 		ctx, stop := signalContext()
 		defer stop()
-		return admin.Run(ctx, rest, stdout, stderr)
+		return map[string]func(context.Context, []string, io.Writer, io.Writer) int{
+			"admin": admin.Run, "gc": gc.Command, "fsck": fsck.Command,
+		}[cmd](ctx, rest, stdout, stderr)
 	case "serve", "migrate":
 	default:
-		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, admin, healthcheck, version)\n", cmd)
+		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, admin, gc, fsck, healthcheck, version)\n", cmd)
 		return 2
 	}
 	cfg, err := config.Load(rest, os.Environ(), stderr)
