@@ -31,7 +31,7 @@ func TestOperationAccess(t *testing.T) {
 		"GetBucketLifecycleConfiguration": AccessRead, "GetBucketEncryption": AccessRead,
 		"GetObjectLockConfiguration": AccessRead, "GetBucketWebsite": AccessRead,
 		"GetBucketReplication": AccessRead, "GetPublicAccessBlock": AccessRead,
-		"GetBucketOwnershipControls": AccessRead,
+		"GetBucketOwnershipControls": AccessRead, "GetObjectAttributes": AccessRead,
 
 		"CreateBucket": AccessWrite, "DeleteBucket": AccessWrite, "DeleteObjects": AccessWrite,
 		"PutBucketAcl": AccessWrite, "PutObjectAcl": AccessWrite, "PutObject": AccessWrite,
@@ -46,7 +46,7 @@ func TestOperationAccess(t *testing.T) {
 	}
 	// Operations without a handler, and names nothing produces today.
 	extra := map[string]Access{
-		"SelectObjectContent": AccessRead, "GetObjectAttributes": AccessRead, "ListObjectVersions": AccessRead,
+		"SelectObjectContent": AccessRead, "ListObjectVersions": AccessRead,
 		"PutBucketPolicy": AccessWrite, "DeleteBucketPolicy": AccessWrite, "PutObjectTagging": AccessWrite,
 		"DeleteObjectTagging": AccessWrite, "RestoreObject": AccessWrite, "PostObject": AccessWrite,
 		"PostBucketAcl": AccessWrite, opUnknown: AccessWrite, "": AccessWrite, "Frobnicate": AccessWrite,

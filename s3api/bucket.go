@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -54,6 +55,19 @@ type createBucketConfiguration struct {
 	LocationConstraint string   `xml:"LocationConstraint"`
 }
 
+// parseCreateBucketConfiguration returns the LocationConstraint of a
+// CreateBucket body ("" for an empty body).
+func parseCreateBucketConfiguration(body []byte) (string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", nil
+	}
+	var cfg createBucketConfiguration
+	if err := decodeXML(body, &cfg); err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(cfg.LocationConstraint), nil
+}
+
 func (a *api) createBucket(rq *request) error {
 	if err := checkCannedACL(rq.r.Header); err != nil {
 		return err
@@ -62,13 +76,11 @@ func (a *api) createBucket(rq *request) error {
 	if err != nil {
 		return err
 	}
-	var cfg createBucketConfiguration
-	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := decodeXML(body, &cfg); err != nil {
-			return err
-		}
+	lc, err := parseCreateBucketConfiguration(body)
+	if err != nil {
+		return err
 	}
-	if err := a.checkLocation(strings.TrimSpace(cfg.LocationConstraint)); err != nil {
+	if err := a.checkLocation(lc); err != nil {
 		return err
 	}
 	err = a.st.CreateBucket(rq.ctx, rq.bucket, a.cfg.Region)
@@ -194,18 +206,77 @@ func (a *api) getBucketACL(rq *request) error {
 	return writeXML(rq, ownerACL(rq))
 }
 
-// checkPutACL accepts only a canned private ACL (what we already do).
-func checkPutACL(rq *request) error {
-	switch rq.r.Header.Get("x-amz-acl") {
-	case "private", "bucket-owner-full-control":
+// aclRequest is the AccessControlPolicy body of PutBucketAcl/PutObjectAcl.
+type aclRequest struct {
+	XMLName xml.Name `xml:"AccessControlPolicy"`
+	Owner   *struct {
+		ID string `xml:"ID"`
+	} `xml:"Owner"`
+	Grants []struct {
+		Grantee struct {
+			Type string `xml:"http://www.w3.org/2001/XMLSchema-instance type,attr"`
+			ID   string `xml:"ID"`
+			URI  string `xml:"URI"`
+			Mail string `xml:"EmailAddress"`
+		} `xml:"Grantee"`
+		Permission string `xml:"Permission"`
+	} `xml:"AccessControlList>Grant"`
+}
+
+// parseACLBody parses an AccessControlPolicy and accepts it only if it
+// grants nothing beyond what the owner already has: FULL_CONTROL (or less)
+// to the owner's canonical id. A grant to anyone else is NotImplemented (we
+// do not store ACLs); a body that is not an ACL is MalformedACLError.
+func parseACLBody(body []byte, ownerID string) error {
+	var acl aclRequest
+	if err := decodeXML(body, &acl); err != nil {
+		return errMalformedACL
+	}
+	for _, g := range acl.Grants {
+		switch g.Permission {
+		case "FULL_CONTROL", "READ", "WRITE", "READ_ACP", "WRITE_ACP":
+		default:
+			return errMalformedACL
+		}
+		if g.Grantee.URI != "" || g.Grantee.Mail != "" || (g.Grantee.ID != "" && g.Grantee.ID != ownerID) {
+			return errNotImplemented.withMessage("ACL grants to other principals are not supported: s3gate keeps every bucket and object private to its owner.")
+		}
+		if g.Grantee.ID == "" {
+			return errMalformedACL
+		}
+	}
+	return nil
+}
+
+// checkPutACL accepts a canned owner-only ACL in x-amz-acl, or an
+// AccessControlPolicy body granting only the owner (what we already do).
+// Neither is MissingSecurityHeader, both InvalidRequest, as on AWS.
+func checkPutACL(a *api, rq *request) error {
+	body, err := readBody(rq, a.cfg.MaxXMLBody)
+	if err != nil {
+		return err
+	}
+	hasBody := len(bytes.TrimSpace(body)) > 0
+	hasGrants := false
+	for name := range rq.r.Header {
+		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
+			hasGrants = true
+		}
+	}
+	switch {
+	case rq.r.Header.Get("x-amz-acl") != "" && hasBody:
+		return errInvalidRequest.withMessage("Specifying both Canned ACLs and Header Grants is not allowed")
+	case hasBody:
+		return parseACLBody(body, ownerOf(rq).ID)
+	case rq.r.Header.Get("x-amz-acl") != "" || hasGrants:
 		return checkCannedACL(rq.r.Header)
 	default:
-		return errNotImplemented.withMessage("Only the private canned ACL is supported.")
+		return errMissingSecurityHeader
 	}
 }
 
 func (a *api) putBucketACL(rq *request) error {
-	if err := checkPutACL(rq); err != nil {
+	if err := checkPutACL(a, rq); err != nil {
 		return err
 	}
 	if _, err := a.st.HeadBucket(rq.ctx, rq.bucket); err != nil {
@@ -235,7 +306,7 @@ func (a *api) getObjectACL(rq *request) error {
 }
 
 func (a *api) putObjectACL(rq *request) error {
-	if err := checkPutACL(rq); err != nil {
+	if err := checkPutACL(a, rq); err != nil {
 		return err
 	}
 	if _, err := a.headObject(rq); err != nil {

@@ -109,7 +109,7 @@ func TestSubresources(t *testing.T) {
 		{"PUT", "/bkt?acl", map[string]string{"x-amz-acl": "private"}, 200, "", ""},
 		{"PUT", "/bkt/obj?acl", map[string]string{"x-amz-acl": "private"}, 200, "", ""},
 		{"PUT", "/bkt?acl", map[string]string{"x-amz-acl": "public-read"}, 501, "NotImplemented", ""},
-		{"PUT", "/bkt/obj?acl", nil, 501, "NotImplemented", ""},
+		{"PUT", "/bkt/obj?acl", nil, 400, "MissingSecurityHeader", ""},
 		{"GET", "/bkt?tagging", nil, 404, "NoSuchTagSet", ""},
 		{"GET", "/bkt?policy", nil, 404, "NoSuchBucketPolicy", ""},
 		{"GET", "/bkt?cors", nil, 404, "NoSuchCORSConfiguration", ""},
@@ -138,7 +138,7 @@ func TestSubresources(t *testing.T) {
 		{"PUT", "/bkt/obj?legal-hold", nil, 501, "NotImplemented", ""},
 		{"POST", "/bkt/obj?restore", nil, 501, "NotImplemented", ""},
 		{"POST", "/bkt/obj?select&select-type=2", nil, 501, "NotImplemented", ""},
-		{"GET", "/bkt/obj?attributes", nil, 501, "NotImplemented", ""},
+		{"GET", "/bkt/obj?attributes", nil, 400, "InvalidArgument", ""},
 		{"POST", "/bkt/obj", nil, 501, "NotImplemented", ""},
 		{"OPTIONS", "/bkt/obj", nil, 405, "MethodNotAllowed", ""},
 	}

@@ -34,6 +34,19 @@ type deleteError struct {
 	Message string `xml:"Message"`
 }
 
+// parseDeleteRequest parses a DeleteObjects body: 1 to 1000 objects
+// (MalformedXML otherwise, as AWS answers both).
+func parseDeleteRequest(body []byte) (deleteRequest, error) {
+	var req deleteRequest
+	if err := decodeXML(body, &req); err != nil {
+		return req, err
+	}
+	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
+		return req, errMalformedXML
+	}
+	return req, nil
+}
+
 func (a *api) deleteObjects(rq *request) error {
 	body, err := readBody(rq, max(a.cfg.MaxXMLBody, bigXMLBody))
 	if err != nil {
@@ -42,12 +55,9 @@ func (a *api) deleteObjects(rq *request) error {
 	if err := verifySmallBody(rq, body); err != nil {
 		return err
 	}
-	var req deleteRequest
-	if err := decodeXML(body, &req); err != nil {
+	req, err := parseDeleteRequest(body)
+	if err != nil {
 		return err
-	}
-	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
-		return errMalformedXML
 	}
 	out := deleteResult{NS: s3NS}
 	keys := make([]string, 0, len(req.Objects))

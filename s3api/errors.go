@@ -57,6 +57,9 @@ var (
 	errInvalidToken             = &apiError{"InvalidArgument", http.StatusBadRequest, "The continuation token provided is incorrect"}
 	errMultipleChecksums        = &apiError{"InvalidRequest", http.StatusBadRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."}
 	errUnsupportedChecksumAlg   = &apiError{"InvalidRequest", http.StatusBadRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]"}
+	errMalformedACL             = &apiError{"MalformedACLError", http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema"}
+	errMissingSecurityHeader    = &apiError{"MissingSecurityHeader", http.StatusBadRequest, "Your request was missing a required header"}
+	errInvalidAttributeName     = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid attribute name specified."}
 	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
 	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
 )

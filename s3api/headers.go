@@ -9,10 +9,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/minio/crc64nvme"
 
@@ -184,7 +186,7 @@ func parseMeta(h http.Header) (store.ObjectMeta, error) {
 			continue
 		}
 		k := strings.TrimPrefix(lname, "x-amz-meta-")
-		v := strings.Join(vals, ",")
+		v := decodeMetaValue(strings.Join(vals, ","))
 		if m.User == nil {
 			m.User = map[string]string{}
 		}
@@ -197,12 +199,64 @@ func parseMeta(h http.Header) (store.ObjectMeta, error) {
 	return m, nil
 }
 
+// decodeMetaValue reads a user metadata value as AWS does: RFC 2047
+// encoded-words (=?UTF-8?B?...?=) are decoded before storing. A raw value
+// that is valid UTF-8 is kept as it is (AWS would read its bytes as
+// ISO-8859-1; keeping UTF-8 is what the clients that send raw UTF-8 mean);
+// invalid UTF-8 is read as ISO-8859-1 so that what we store is always text.
+func decodeMetaValue(v string) string {
+	if strings.Contains(v, "=?") {
+		if dec, err := metaWordDecoder.DecodeHeader(v); err == nil {
+			v = dec
+		}
+	}
+	if utf8.ValidString(v) {
+		return v
+	}
+	r := make([]rune, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		r = append(r, rune(v[i]))
+	}
+	return string(r)
+}
+
+// metaWordDecoder decodes RFC 2047 words in UTF-8, US-ASCII and ISO-8859-1
+// (mime.WordDecoder knows those three without a CharsetReader).
+var metaWordDecoder = &mime.WordDecoder{}
+
+// encodeMetaValue is the inverse on the way out: a value that is not
+// printable US-ASCII goes out as RFC 2047 B-encoded UTF-8, as AWS returns it
+// ("mail-safe"); printable ASCII is unchanged.
+func encodeMetaValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			// One word, upper-case "B" as AWS writes it (mime.BEncoding
+			// writes "b" and splits long values into several words).
+			return "=?UTF-8?B?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+		}
+	}
+	return v
+}
+
+// Canned ACLs. In a gateway with one owner per bucket these three grant
+// nothing beyond the owner's FULL_CONTROL, so they are accepted and change
+// nothing; the others grant access to other principals (anonymous users, all
+// AWS users, AWS services), which this gateway does not serve, so they are
+// refused rather than silently ignored.
+var (
+	ownerOnlyACLs = map[string]bool{"private": true, "bucket-owner-read": true, "bucket-owner-full-control": true}
+	grantingACLs  = map[string]bool{"public-read": true, "public-read-write": true, "authenticated-read": true,
+		"aws-exec-read": true, "log-delivery-write": true}
+)
+
 // checkCannedACL accepts only the ACLs that match what we do (owner-only).
 func checkCannedACL(h http.Header) error {
-	switch h.Get("x-amz-acl") {
-	case "", "private", "bucket-owner-full-control":
+	switch acl := h.Get("x-amz-acl"); {
+	case acl == "" || ownerOnlyACLs[acl]:
+	case grantingACLs[acl]:
+		return errNotImplemented.withMessage("The canned ACL " + acl + " is not supported: s3gate serves only authenticated requests of the bucket owner, so only private, bucket-owner-read and bucket-owner-full-control are accepted.")
 	default:
-		return errNotImplemented.withMessage("Only the private canned ACL is supported.")
+		return errInvalidArgument.withMessage("Invalid canned ACL " + strconv.Quote(acl) + ".")
 	}
 	for name := range h {
 		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
@@ -303,7 +357,7 @@ func setObjectHeaders(rq *request, info store.ObjectInfo) {
 	for k, v := range info.Meta.User {
 		// Set directly: Header.Set would canonicalise the name (X-Amz-Meta-Origin),
 		// and clients that keep the case (botocore) expect AWS's lower case.
-		h["x-amz-meta-"+k] = []string{v}
+		h["x-amz-meta-"+k] = []string{encodeMetaValue(v)}
 	}
 	h.Set("Accept-Ranges", "bytes")
 	for _, o := range responseOverrides {

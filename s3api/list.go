@@ -19,6 +19,7 @@ type objectElem struct {
 	Owner        *owner `xml:"Owner,omitempty"`
 	// ChecksumAlgorithm names the algorithm of the stored checksum.
 	ChecksumAlgorithm string `xml:"ChecksumAlgorithm,omitempty"`
+	ChecksumType      string `xml:"ChecksumType,omitempty"`
 }
 
 type prefixElem struct {
@@ -30,14 +31,14 @@ type listBucketResultV2 struct {
 	NS                    string       `xml:"xmlns,attr"`
 	Name                  string       `xml:"Name"`
 	Prefix                string       `xml:"Prefix"`
-	Delimiter             string       `xml:"Delimiter,omitempty"`
+	Delimiter             *string      `xml:"Delimiter"`
 	MaxKeys               int          `xml:"MaxKeys"`
 	EncodingType          string       `xml:"EncodingType,omitempty"`
 	KeyCount              int          `xml:"KeyCount"`
 	IsTruncated           bool         `xml:"IsTruncated"`
 	ContinuationToken     string       `xml:"ContinuationToken,omitempty"`
 	NextContinuationToken string       `xml:"NextContinuationToken,omitempty"`
-	StartAfter            string       `xml:"StartAfter,omitempty"`
+	StartAfter            *string      `xml:"StartAfter"`
 	Contents              []objectElem `xml:"Contents"`
 	CommonPrefixes        []prefixElem `xml:"CommonPrefixes"`
 }
@@ -50,7 +51,7 @@ type listBucketResultV1 struct {
 	Marker         string       `xml:"Marker"`
 	NextMarker     string       `xml:"NextMarker,omitempty"`
 	MaxKeys        int          `xml:"MaxKeys"`
-	Delimiter      string       `xml:"Delimiter,omitempty"`
+	Delimiter      *string      `xml:"Delimiter"`
 	EncodingType   string       `xml:"EncodingType,omitempty"`
 	IsTruncated    bool         `xml:"IsTruncated"`
 	Contents       []objectElem `xml:"Contents"`
@@ -88,7 +89,7 @@ func objectElems(res store.ListResult, enc encoder, own *owner) ([]objectElem, [
 		objs = append(objs, objectElem{
 			Key: enc.enc(o.Key), LastModified: xmlTime(orNow(o.LastModified)),
 			ETag: quoteETag(o.ETag), Size: o.Size, StorageClass: "STANDARD", Owner: own,
-			ChecksumAlgorithm: o.Checksum.Algorithm,
+			ChecksumAlgorithm: o.Checksum.Algorithm, ChecksumType: checksumType(o.Checksum),
 		})
 	}
 	prefixes := make([]prefixElem, 0, len(res.CommonPrefixes))
@@ -128,9 +129,9 @@ func (a *api) listObjectsV2(rq *request) error {
 	}
 	objs, prefixes := objectElems(res, enc, own)
 	out := listBucketResultV2{
-		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Delimiter: enc.enc(p.Delimiter),
+		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Delimiter: given(rq, "delimiter", enc),
 		MaxKeys: maxKeys, EncodingType: encType, KeyCount: len(objs) + len(prefixes),
-		IsTruncated: res.Truncated, ContinuationToken: token, StartAfter: enc.enc(startAfter),
+		IsTruncated: res.Truncated, ContinuationToken: token, StartAfter: given(rq, "start-after", enc),
 		Contents: objs, CommonPrefixes: prefixes,
 	}
 	if res.Truncated {
@@ -156,7 +157,7 @@ func (a *api) listObjectsV1(rq *request) error {
 	objs, prefixes := objectElems(res, enc, ownerOf(rq))
 	out := listBucketResultV1{
 		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Marker: enc.enc(p.After),
-		MaxKeys: maxKeys, Delimiter: enc.enc(p.Delimiter), EncodingType: encType,
+		MaxKeys: maxKeys, Delimiter: given(rq, "delimiter", enc), EncodingType: encType,
 		IsTruncated: res.Truncated, Contents: objs, CommonPrefixes: prefixes,
 	}
 	// AWS sends NextMarker only with a delimiter; without one clients use the
@@ -165,4 +166,27 @@ func (a *api) listObjectsV1(rq *request) error {
 		out.NextMarker = enc.enc(res.NextAfter)
 	}
 	return writeXML(rq, out)
+}
+
+// given returns the (encoded) query parameter name when the request named it,
+// even empty, and nil otherwise: AWS echoes <Delimiter/> and <StartAfter/>
+// exactly when they were given, and botocore indexes them when present.
+func given(rq *request, name string, enc encoder) *string {
+	if !rq.q.Has(name) {
+		return nil
+	}
+	v := enc.enc(rq.q.Get(name))
+	return &v
+}
+
+// checksumType is the ChecksumType AWS reports for a stored checksum: a
+// single put's checksum is FULL_OBJECT; "" when there is none.
+func checksumType(c store.Checksum) string {
+	if c.Algorithm == "" {
+		return ""
+	}
+	if c.Type == "" {
+		return store.ChecksumFullObject
+	}
+	return c.Type
 }

@@ -149,19 +149,9 @@ func (a *api) completeMultipartUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
-	var req completeRequest
-	if err := decodeXML(body, &req); err != nil {
+	parts, err := parseCompleteRequest(body)
+	if err != nil {
 		return err
-	}
-	if len(req.Parts) == 0 || len(req.Parts) > store.MaxPartNumber {
-		return errMalformedXML
-	}
-	parts := make([]store.CompletePart, 0, len(req.Parts))
-	for _, p := range req.Parts {
-		if p.PartNumber < 1 || p.PartNumber > store.MaxPartNumber {
-			return errInvalidPartNumber
-		}
-		parts = append(parts, store.CompletePart{Number: p.PartNumber, ETag: unquoteETag(p.ETag), Checksums: p.checksumMap()})
 	}
 	h := rq.r.Header
 	opts := store.PutOptions{Size: -1, IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
@@ -180,6 +170,26 @@ func (a *api) completeMultipartUpload(rq *request) error {
 		out.ChecksumType = info.Checksum.Type
 	}
 	return writeXML(rq, out)
+}
+
+// parseCompleteRequest parses a CompleteMultipartUpload body: 1 to 10000
+// parts (MalformedXML otherwise), each with a valid part number.
+func parseCompleteRequest(body []byte) ([]store.CompletePart, error) {
+	var req completeRequest
+	if err := decodeXML(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Parts) == 0 || len(req.Parts) > store.MaxPartNumber {
+		return nil, errMalformedXML
+	}
+	parts := make([]store.CompletePart, 0, len(req.Parts))
+	for _, p := range req.Parts {
+		if p.PartNumber < 1 || p.PartNumber > store.MaxPartNumber {
+			return nil, errInvalidPartNumber
+		}
+		parts = append(parts, store.CompletePart{Number: p.PartNumber, ETag: unquoteETag(p.ETag), Checksums: p.checksumMap()})
+	}
+	return parts, nil
 }
 
 // location is the object's URL as the client addressed the gateway.

@@ -217,9 +217,10 @@ var handlers = map[string]handlerFunc{
 	"DeleteObject": (*api).deleteObject,
 	"CopyObject":   (*api).copyObject,
 
-	"GetObjectAcl":     (*api).getObjectACL,
-	"PutObjectAcl":     (*api).putObjectACL,
-	"GetObjectTagging": (*api).getObjectTagging,
+	"GetObjectAcl":        (*api).getObjectACL,
+	"PutObjectAcl":        (*api).putObjectACL,
+	"GetObjectTagging":    (*api).getObjectTagging,
+	"GetObjectAttributes": (*api).getObjectAttributes,
 
 	"CreateMultipartUpload":   (*api).createMultipartUpload,
 	"UploadPart":              (*api).uploadPart,
