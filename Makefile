@@ -6,7 +6,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK_VERSION ?= v0.8.2
 GOBIN    ?= $(shell $(GO) env GOPATH)/bin
 
-.PHONY: help build test test-short run lint bench clean
+.PHONY: help build test test-short run lint bench scenario fuzz clean
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -14,6 +14,8 @@ help:
 	@echo "make test-short the quick subset (-short, no 1 GiB memory test)"
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make bench      throughput/latency against a live gateway on each engine"
+	@echo "make scenario   the 2 GiB write/delete/GC scenario on each engine"
+	@echo "make fuzz       every fuzz target for FUZZTIME (default 10s) each"
 	@echo "make build      build $(BIN)"
 
 build:
@@ -24,6 +26,8 @@ build:
 # why, where none exist.
 test:
 	$(GO) test -race -count=1 -timeout 40m ./...
+	@# The race detector multiplies memory: the heap high-water test runs without it.
+	$(GO) test -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat' -v ./conformance/
 
 test-short:
 	$(GO) test -short -count=1 ./...
@@ -39,6 +43,21 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
+
+# 2 GiB in 1,000 objects per engine, delete all, GC: everything returns to its
+# starting counts (S3GATE_SCENARIO_BYTES=64MiB for a quick run).
+scenario:
+	S3GATE_SCENARIO=1 $(GO) test -count=1 -v -timeout 60m -run TestScenario2GiB ./crashtest/
+
+# Every fuzz target for FUZZTIME each (CI runs a short pass).
+FUZZTIME ?= 10s
+fuzz:
+	@for pkg in ./auth ./s3api ./store; do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || exit 1; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin
