@@ -11,7 +11,10 @@ import (
 	"github.com/s3gate/s3gate/store"
 )
 
-// errCopyToItself is S3's answer to a copy onto itself that changes nothing.
+// errCopyToItself is S3's answer to a copy onto itself that changes nothing;
+// the message is AWS's, word for word (final period included).
+//
+//lint:ignore ST1005 the text is S3's error message as clients see it
 var errCopyToItself = fmt.Errorf("%w: This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.", store.ErrInvalidRequest)
 
 // copySourceConditions evaluates x-amz-copy-source-if-*: every failure is a
