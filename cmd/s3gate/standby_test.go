@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/internal/pgtest"
 )
@@ -187,5 +188,34 @@ func TestStandbyTakesOver(t *testing.T) {
 	}
 	if err := <-b.done; err != nil {
 		t.Fatalf("graceful stop of the new owner: %v; log:\n%s", err, b.log())
+	}
+}
+
+// TestOwnerExitsOnLostClaim: when the owner's claim session is terminated on
+// the server, the gateway stops all work and exits 1.
+func TestOwnerExitsOnLostClaim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dsn := pgtest.DSN(t)
+	bin := buildBinary(t)
+	a := startProc(t, bin, dsn)
+	a.waitFor(t, "s3gate serving")
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 's3gate-owner' AND datname = current_database()`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("terminate the owner session: %d sessions, %v", n, err)
+	}
+	err = <-a.done
+	if code := a.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("after losing its claim the gateway exited %d (%v), want 1; log:\n%s", code, err, a.log())
+	}
+	if !strings.Contains(a.log(), "ownership of the database lost") {
+		t.Fatalf("no loss logged:\n%s", a.log())
 	}
 }
