@@ -492,3 +492,23 @@ func TestCanonicalHeadersServerSide(t *testing.T) {
 		t.Fatalf("content-length: %q", got)
 	}
 }
+
+func TestParseHTTPDate(t *testing.T) {
+	want := time.Date(2007, 3, 27, 19, 36, 42, 0, time.UTC)
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"Tue, 27 Mar 2007 19:36:42 GMT", true},
+		{"Tue, 27 Mar 2007 19:36:42 +0000", true}, // s3cmd, AWS's SigV2 examples
+		{"Tue, 27 Mar 2007 21:36:42 +0200", true},
+		{"Tuesday, 27-Mar-07 19:36:42 GMT", true},
+		{"20070327T193642Z", false},
+		{"yesterday", false},
+	} {
+		got, err := parseHTTPDate(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && !got.Equal(want)) {
+			t.Errorf("parseHTTPDate(%q) = %v, %v; want ok=%v %v", tc.in, got, err, tc.ok, want)
+		}
+	}
+}

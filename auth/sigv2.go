@@ -46,21 +46,15 @@ func (v *Verifier) verifyV2Header(r *http.Request, authz string) (*Result, error
 	var t time.Time
 	dateLine := r.Header.Get("Date")
 	amzDate := r.Header.Get("X-Amz-Date")
+	stamp := dateLine
 	if amzDate != "" {
 		// With x-amz-date the Date element is empty; x-amz-date is signed
 		// among the x-amz-* headers.
-		dateLine = ""
-		pt, err := http.ParseTime(amzDate)
-		if err != nil {
-			return nil, newErr(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
-		}
-		t = pt
-	} else {
-		pt, err := http.ParseTime(dateLine)
-		if err != nil {
-			return nil, newErr(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
-		}
-		t = pt
+		dateLine, stamp = "", amzDate
+	}
+	t, err := parseHTTPDate(stamp)
+	if err != nil {
+		return nil, newErr(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 	}
 	if aerr := v.checkSkew(t); aerr != nil {
 		return nil, aerr
@@ -152,4 +146,18 @@ func v2StringToSign(r *http.Request, dateLine string) string {
 		}
 	}
 	return b.String()
+}
+
+// parseHTTPDate parses a Date / x-amz-date header: the HTTP formats, and
+// RFC 1123 with a numeric zone ("Tue, 27 Mar 2007 19:36:42 +0000"), which
+// s3cmd sends and AWS's own SigV2 examples use.
+func parseHTTPDate(v string) (time.Time, error) {
+	t, err := http.ParseTime(v)
+	if err == nil {
+		return t, nil
+	}
+	if t, err2 := time.Parse(time.RFC1123Z, v); err2 == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, err
 }

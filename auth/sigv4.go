@@ -409,7 +409,7 @@ func requestTime(r *http.Request) (time.Time, *Error) {
 		return t, nil
 	}
 	if v := r.Header.Get("Date"); v != "" {
-		t, err := http.ParseTime(v)
+		t, err := parseHTTPDate(v)
 		if err != nil {
 			return time.Time{}, newErr(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 		}

@@ -26,7 +26,7 @@ import (
 // the awkward data set on every cell of the matrix: rclone on every engine,
 // restic and s3cmd on the embedded default and pgchunks (their requests do
 // not depend on the engine; the engines' own differences are covered by
-// rclone and the Go suites). Select one client with -run 'Clients/.*/rclone'.
+// rclone and the Go suites). Select one client with -run 'TestClients/.*/.*/rclone'.
 func TestClients(t *testing.T) {
 	everyClient := []string{testgw.Embedded, config.EnginePGChunks}
 	forEachCell(t, []string{testgw.Embedded, config.EnginePGChunks, config.EnginePGLO, config.EngineLocal},
