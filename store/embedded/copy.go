@@ -8,20 +8,11 @@ import (
 	"fmt"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // errCopyToItself is S3's answer to a copy onto itself that changes nothing.
 var errCopyToItself = fmt.Errorf("%w: This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes", store.ErrInvalidRequest)
-
-// copySourceConditions evaluates x-amz-copy-source-if-*: every failure is a
-// 412 for copies, including the ones that are a 304 for GET.
-func copySourceConditions(c store.Conditions, info store.ObjectInfo) error {
-	err := store.EvalConditions(c, info.ETag, info.LastModified)
-	if errors.Is(err, store.ErrNotModified) {
-		return fmt.Errorf("%w: copy source: %v", store.ErrPreconditionFailed, err)
-	}
-	return err
-}
 
 // resolveSource resolves a copy source inside a transaction, telling a
 // missing bucket from a missing key.
@@ -33,7 +24,7 @@ func resolveSource(ctx context.Context, tx *sql.Tx, src store.CopySource) (*reso
 	if err != nil {
 		return nil, err
 	}
-	if err := copySourceConditions(src.Cond, r.info); err != nil {
+	if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
 		return nil, err
 	}
 	return r, nil

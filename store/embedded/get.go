@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // pinRetries bounds how often GetObject resolves again when a blob it pinned
@@ -46,15 +47,11 @@ func (r *resolved) segments(start, n int64) []segment {
 		rows[0].size = r.info.Size
 	}
 	var segs []segment
-	end := start + n
 	for i := range rows {
 		p := &rows[i]
-		pEnd := p.start + p.size
-		if pEnd <= start || p.start >= end || p.size == 0 {
-			continue
+		if off, cnt, ok := enginekit.Overlap(start, n, p.start, p.size); ok {
+			segs = append(segs, segment{row: p, off: off, n: cnt})
 		}
-		off := max(start, p.start) - p.start
-		segs = append(segs, segment{row: p, off: off, n: min(end, pEnd) - p.start - off})
 	}
 	return segs
 }
@@ -231,11 +228,11 @@ func (e *Engine) openSegments(ctx context.Context, segs []segment) (store.Reader
 	if len(ids) > 0 {
 		ok, err := e.blobsExist(ctx, ids)
 		if err != nil || !ok {
-			pins.release()
+			pins.Release()
 			return nil, false, err
 		}
 	}
-	return e.newPacedReader(ctx, &segReader{ctx: ctx, e: e, segs: segs}, pins), true, nil
+	return e.newPacedReader(ctx, enginekit.NewSegmentReader(ctx, "embedded", segs, e.openSegment), pins), true, nil
 }
 
 // blobsExist reports whether every blob row of ids exists, with a fresh
@@ -256,105 +253,20 @@ func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
 // selectRange resolves partNumber and Range against the object (the same
 // rules as store/pg).
 func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
-	size := r.info.Size
-	if opts.PartNumber > 0 {
-		if opts.RangeSpec != "" || opts.Range != nil {
-			return nil, fmt.Errorf("%w: Range and partNumber cannot both be specified", store.ErrInvalidRequest)
-		}
-		if r.parts == nil {
-			if opts.PartNumber != 1 {
-				return nil, fmt.Errorf("%w: part %d of a single-part object", store.ErrInvalidRange, opts.PartNumber)
-			}
-			return nil, nil
-		}
+	return enginekit.SelectRange(r.info.Size, r.parts != nil, func(n int) (enginekit.Part, bool) {
 		for _, p := range r.parts {
-			if p.number == opts.PartNumber {
-				if p.size == 0 {
-					return nil, nil
-				}
-				return &store.ByteRange{Start: p.start, End: p.start + p.size - 1}, nil
+			if p.number == n {
+				return enginekit.Part{Number: n, Start: p.start, Size: p.size}, true
 			}
 		}
-		return nil, fmt.Errorf("%w: the object has no part %d", store.ErrInvalidRange, opts.PartNumber)
-	}
-	if opts.RangeSpec != "" {
-		return store.ParseRange(opts.RangeSpec, size)
-	}
-	if br := opts.Range; br != nil {
-		if br.Start >= size || br.Start < 0 || br.End < br.Start {
-			return nil, fmt.Errorf("%w: bytes=%d-%d of a %d-byte object", store.ErrInvalidRange, br.Start, br.End, size)
-		}
-		return &store.ByteRange{Start: br.Start, End: min(br.End, size-1)}, nil
-	}
-	return nil, nil
+		return enginekit.Part{}, false
+	}, opts)
 }
 
 // segment is a span of one blob.
 type segment struct {
 	row    *partRow
 	off, n int64
-}
-
-// segReader reads segments in order, opening each file when it is reached:
-// nothing is buffered beyond one read.
-type segReader struct {
-	ctx  context.Context
-	e    *Engine
-	segs []segment
-	cur  io.ReadCloser
-	err  error
-}
-
-func (m *segReader) Read(p []byte) (int, error) {
-	for {
-		if m.err != nil {
-			return 0, m.err
-		}
-		if m.cur == nil {
-			if len(m.segs) == 0 {
-				return 0, io.EOF
-			}
-			s := m.segs[0]
-			m.segs = m.segs[1:]
-			rc, err := m.e.openSegment(m.ctx, s)
-			if err != nil {
-				m.err = err
-				return 0, err
-			}
-			m.cur = rc
-		}
-		n, err := m.cur.Read(p)
-		if errors.Is(err, io.EOF) {
-			cerr := m.cur.Close()
-			m.cur = nil
-			if cerr != nil {
-				m.err = fmt.Errorf("close part reader: %w", cerr)
-			}
-			if n > 0 {
-				return n, nil
-			}
-			continue
-		}
-		if err != nil {
-			m.err = err
-		}
-		return n, err
-	}
-}
-
-func (m *segReader) Close() error {
-	m.segs = nil
-	if m.err == nil {
-		m.err = errors.New("embedded: read after close")
-	}
-	if m.cur != nil {
-		err := m.cur.Close()
-		m.cur = nil
-		if err != nil {
-			return fmt.Errorf("close part reader: %w", err)
-		}
-	}
-	return nil
 }
 
 // openSegment opens one blob span: inline bytes loaded with the metadata, or

@@ -4,106 +4,23 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
-// listBatch is how many rows one listing statement fetches at most.
-const listBatch = 1000
-
-// successor returns the smallest string greater than every string that starts
-// with p, in byte order (which for valid UTF-8 is code point order), and false
-// if there is none. It increments the last code point (skipping surrogates),
-// carrying past U+10FFFF, so the result stays valid UTF-8, as in store/pg.
-func successor(p string) (string, bool) {
-	for p != "" {
-		r, size := utf8.DecodeLastRuneInString(p)
-		p = p[:len(p)-size]
-		switch {
-		case r == utf8.MaxRune || r == utf8.RuneError && size == 1:
-			continue // carry into the previous code point
-		case r == 0xD7FF:
-			return p + string(rune(0xE000)), true
-		default:
-			return p + string(r+1), true
-		}
-	}
-	return "", false
-}
-
-// rollup returns the common prefix that key rolls up into, or "" if none.
-func rollup(key, prefix, delim string) string {
-	if delim == "" || !strings.HasPrefix(key, prefix) {
-		return ""
-	}
-	if i := strings.Index(key[len(prefix):], delim); i >= 0 {
-		return key[:len(prefix)+i+len(delim)]
-	}
-	return ""
-}
-
-// keyRange is the key interval that a prefix and a lower bound select.
-type keyRange struct {
-	from      string
-	inclusive bool // from itself is included
-	to        string
-	bounded   bool // to is an exclusive upper bound
-}
-
-// listCursor walks keys under a prefix in order, skipping the rest of a common
-// prefix with one index seek to its successor instead of scanning its keys.
-type listCursor struct {
-	prefix, delim string
-	kr            keyRange
-	done          bool
-}
-
-func newListCursor(prefix, delim, after string) *listCursor {
-	c := &listCursor{prefix: prefix, delim: delim}
-	c.kr.from, c.kr.inclusive = prefix, true
-	if to, ok := successor(prefix); ok && prefix != "" {
-		c.kr.to, c.kr.bounded = to, true
-	}
-	if after >= c.kr.from {
-		c.kr.from, c.kr.inclusive = after, false
-		// A marker that is (or lies inside) a common prefix resumes after all
-		// of that prefix: the prefix was already returned.
-		if cp := rollup(after, prefix, delim); cp != "" {
-			c.skipPast(cp)
-		}
-	}
-	if c.kr.bounded && c.kr.from >= c.kr.to {
-		c.done = true
-	}
-	return c
-}
-
-// skipPast moves the cursor beyond every key starting with cp.
-func (c *listCursor) skipPast(cp string) {
-	next, ok := successor(cp)
-	if !ok || (c.kr.bounded && next >= c.kr.to) {
-		c.done = true
-		return
-	}
-	c.kr.from, c.kr.inclusive = next, true
-}
-
-// advance moves the cursor past key.
-func (c *listCursor) advance(key string) { c.kr.from, c.kr.inclusive = key, false }
-
-// where returns the SQL condition on col and its arguments.
-func (c *listCursor) where(col string) (string, []any) {
+// where returns the SQL condition of the cursor's range on col and its
+// arguments.
+func where(c *enginekit.ListCursor, col string) (string, []any) {
 	op := ">"
-	if c.kr.inclusive {
+	if c.Range.Inclusive {
 		op = ">="
 	}
 	cond := fmt.Sprintf("%s %s ?", col, op)
-	args := []any{c.kr.from}
-	if c.kr.bounded {
+	args := []any{c.Range.From}
+	if c.Range.Bounded {
 		cond += fmt.Sprintf(" AND %s < ?", col)
-		args = append(args, c.kr.to)
+		args = append(args, c.Range.To)
 	}
 	return cond, args
 }
@@ -116,45 +33,13 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 		if err := bucketExists(ctx, tx, bucket); err != nil {
 			return err
 		}
-		maxKeys := p.MaxKeys
-		if maxKeys <= 0 || maxKeys > store.MaxListKeys {
-			maxKeys = store.MaxListKeys
-		}
-		c := newListCursor(p.Prefix, p.Delimiter, p.After)
-		count, last := 0, ""
-		for !c.done && !res.Truncated {
-			cond, args := c.where("key")
-			limit := min(maxKeys-count+1, listBatch)
-			batch, err := scanObjects(ctx, tx, bucket, `SELECT key, size, etag, last_modified, checksum FROM objects
+		var err error
+		res, err = enginekit.ListObjects(p, func(c *enginekit.ListCursor, limit int) ([]store.ObjectInfo, error) {
+			cond, args := where(c, "key")
+			return scanObjects(ctx, tx, bucket, `SELECT key, size, etag, last_modified, checksum FROM objects
 				WHERE bucket = ? AND `+cond+` ORDER BY key LIMIT `+fmt.Sprint(limit), append([]any{bucket}, args...))
-			if err != nil {
-				return err
-			}
-			if len(batch) < limit {
-				c.done = true // the interval holds nothing beyond this batch
-			}
-			for _, o := range batch {
-				if count == maxKeys {
-					res.Truncated = true
-					break
-				}
-				count++
-				if cp := rollup(o.Key, p.Prefix, p.Delimiter); cp != "" {
-					res.CommonPrefixes = append(res.CommonPrefixes, cp)
-					last = cp
-					c.done = false
-					c.skipPast(cp) // the rest of the batch may lie under cp: fetch anew
-					break
-				}
-				res.Objects = append(res.Objects, o)
-				last = o.Key
-				c.advance(o.Key)
-			}
-		}
-		if res.Truncated {
-			res.NextAfter = last
-		}
-		return nil
+		})
+		return err
 	})
 	if err != nil {
 		return store.ListResult{}, fmt.Errorf("list %s: %w", bucket, err)

@@ -13,6 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // CreateMultipartUpload implements store.ObjectStore.
@@ -222,7 +223,7 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		if err != nil {
 			return err
 		}
-		if err := verifyCompleteChecksum(opts, ck); err != nil {
+		if err := enginekit.VerifyCompleteChecksum(opts, ck); err != nil {
 			return err
 		}
 		var size int64
@@ -290,25 +291,6 @@ func readUploadParts(ctx context.Context, tx *sql.Tx, uploadID string) (map[int]
 		return nil, nil, fmt.Errorf("read parts: %w", mapErr(err))
 	}
 	return have, blobs, nil
-}
-
-// verifyCompleteChecksum compares a full-object checksum the client sent with
-// Complete against the combined one; composite values carry a part-count
-// suffix that clients may leave out.
-func verifyCompleteChecksum(opts store.PutOptions, ck store.Checksum) error {
-	for alg, value := range opts.Checksums {
-		if !strings.EqualFold(alg, ck.Algorithm) {
-			continue
-		}
-		want := ck.Value
-		if ck.Type == store.ChecksumComposite && !strings.Contains(value, "-") {
-			want, _, _ = strings.Cut(want, "-")
-		}
-		if value != want {
-			return fmt.Errorf("%w: the %s you specified did not match the calculated checksum", store.ErrBadDigest, ck.Algorithm)
-		}
-	}
-	return nil
 }
 
 // AbortMultipartUpload implements store.ObjectStore. The parts' blobs stay for
@@ -396,64 +378,19 @@ func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p stor
 		if err := bucketExists(ctx, tx, bucket); err != nil {
 			return err
 		}
-		maxUploads := p.MaxUploads
-		if maxUploads <= 0 || maxUploads > store.MaxListKeys {
-			maxUploads = store.MaxListKeys
-		}
-		c := newListCursor(p.Prefix, p.Delimiter, p.KeyMarker)
-		// With an upload-id marker, the marker key's later uploads come first.
-		sameKeyTail := p.KeyMarker != "" && p.UploadIDMarker != "" && rollup(p.KeyMarker, p.Prefix, p.Delimiter) == "" &&
-			strings.HasPrefix(p.KeyMarker, p.Prefix)
-		markerKey, markerID := p.KeyMarker, p.UploadIDMarker
-		count := 0
-		var lastKey, lastID string
-		for !c.done && !res.Truncated {
-			cond, args := c.where("key")
-			if sameKeyTail {
+		var err error
+		res, err = enginekit.ListUploads(p, func(c *enginekit.ListCursor, tail *enginekit.UploadMarker, limit int) ([]store.Upload, error) {
+			cond, args := where(c, "key")
+			if tail != nil {
 				cond = `((` + cond + `) OR (key = ? AND (initiated, upload_id) >
 					((SELECT initiated FROM uploads WHERE upload_id = ?), ?)))`
-				args = append(args, markerKey, markerID, markerID)
-				sameKeyTail = false
+				args = append(args, tail.Key, tail.UploadID, tail.UploadID)
 			}
-			limit := min(maxUploads-count+1, listBatch)
-			batch, err := scanUploads(ctx, tx, bucket, `SELECT upload_id, key, meta, checksum_alg, checksum_type, initiated FROM uploads
+			return scanUploads(ctx, tx, bucket, `SELECT upload_id, key, meta, checksum_alg, checksum_type, initiated FROM uploads
 				WHERE bucket = ? AND `+cond+` ORDER BY key, initiated, upload_id LIMIT `+fmt.Sprint(limit),
 				append([]any{bucket}, args...))
-			if err != nil {
-				return err
-			}
-			if len(batch) < limit {
-				c.done = true
-			}
-			for _, u := range batch {
-				if count == maxUploads {
-					res.Truncated = true
-					break
-				}
-				count++
-				if cp := rollup(u.Key, p.Prefix, p.Delimiter); cp != "" {
-					res.CommonPrefixes = append(res.CommonPrefixes, cp)
-					lastKey, lastID = cp, ""
-					c.done = false
-					c.skipPast(cp)
-					break
-				}
-				res.Uploads = append(res.Uploads, u)
-				lastKey, lastID = u.Key, u.UploadID
-				// Later uploads of the same key may follow in the next batch:
-				// resume at this key, after this upload.
-				c.kr.from, c.kr.inclusive = u.Key, false
-			}
-			if !c.done && len(res.Uploads) > 0 && lastID != "" && !res.Truncated {
-				// The batch ended inside a key's uploads: continue after the last one.
-				sameKeyTail = true
-				markerKey, markerID = lastKey, lastID
-			}
-		}
-		if res.Truncated {
-			res.NextKeyMarker, res.NextUploadIDMarker = lastKey, lastID
-		}
-		return nil
+		})
+		return err
 	})
 	if err != nil {
 		return store.ListUploadsResult{}, fmt.Errorf("list uploads in %s: %w", bucket, err)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // Content pins of the embedded engine are a fleet.LocalPins: in-process,
@@ -40,7 +40,7 @@ func (e *Engine) pinBlobs(ctx context.Context, ids []int64) (pinSet, error) {
 	for _, id := range ids {
 		p, err := e.pins.Acquire(ctx, id)
 		if err != nil {
-			pins.release()
+			pins.Release()
 			if errors.Is(err, fleet.ErrTooManyPins) {
 				return nil, fmt.Errorf("%w: %w", store.ErrSlowDown, err)
 			}
@@ -52,58 +52,11 @@ func (e *Engine) pinBlobs(ctx context.Context, ids []int64) (pinSet, error) {
 }
 
 // pinSet is the pins of one response.
-type pinSet []fleet.Pin
+type pinSet = enginekit.PinSet
 
-func (s pinSet) release() {
-	for _, p := range s {
-		p.Release()
-	}
-}
-
-// check is the stream's guard. Local pins are never lost, but a pin released
-// too early (a bug) must stop the stream rather than let it read unprotected
-// content; the error matches store/pg's.
-func (s pinSet) check() error {
-	for _, p := range s {
-		if !p.Valid() {
-			return fmt.Errorf("content pin: %w: %w", store.ErrUnavailable, fleet.ErrPinLost)
-		}
-	}
-	return nil
-}
-
-// pacedReader is the store.Reader that GetObject returns: the segments paced
-// by the governor (if any) and guarded by the pins; Close releases the pins
-// once.
-type pacedReader struct {
-	src  io.ReadCloser
-	r    io.Reader
-	pins pinSet
-	once sync.Once
-}
-
-// newPacedReader wraps src for a response.
+// newPacedReader wraps src for a response: paced by the governor (if any),
+// which also checks the pins; Close releases the pins once. Local pins are
+// never lost, so without a governor the stream is not checked.
 func (e *Engine) newPacedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
-	rd := &pacedReader{src: src, r: src, pins: pins}
-	if e.gov != nil {
-		var guard func() error
-		if len(pins) > 0 {
-			guard = pins.check
-		}
-		rd.r = e.gov.NewReader(ctx, src, guard)
-	}
-	return rd
-}
-
-func (p *pacedReader) Read(b []byte) (int, error) { return p.r.Read(b) }
-
-// Close stops reading and then releases the pins, exactly once; later calls
-// do nothing.
-func (p *pacedReader) Close() error {
-	var err error
-	p.once.Do(func() {
-		err = p.src.Close()
-		p.pins.release()
-	})
-	return err
+	return enginekit.GuardedReader(ctx, src, pins, e.gov, enginekit.GuardWithGovernor)
 }

@@ -15,6 +15,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 	"github.com/s3gate/s3gate/store/localfs"
 )
 
@@ -250,7 +251,7 @@ func writeObject(ctx context.Context, tx *sql.Tx, o objectRow, opts store.PutOpt
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, fmt.Errorf("read current object: %w", mapErr(err))
 	}
-	if err := checkWriteConditions(opts, exists, curETag); err != nil {
+	if err := enginekit.CheckWriteConditions(opts, exists, curETag); err != nil {
 		return time.Time{}, err
 	}
 	if curParts > 0 {
@@ -280,28 +281,6 @@ func writeObject(ctx context.Context, tx *sql.Tx, o objectRow, opts store.PutOpt
 		return time.Time{}, fmt.Errorf("write object row: %w", mapErr(err))
 	}
 	return lm, nil
-}
-
-// checkWriteConditions evaluates If-Match / If-None-Match of a write against
-// the current object, under its lock (the same rules as store/pg).
-func checkWriteConditions(opts store.PutOptions, exists bool, curETag string) error {
-	if opts.IfNoneMatch != "" {
-		if opts.IfNoneMatch != "*" {
-			return fmt.Errorf("%w: If-None-Match on writes supports only *", store.ErrInvalidArgument)
-		}
-		if exists {
-			return fmt.Errorf("%w: the object exists (If-None-Match: *)", store.ErrPreconditionFailed)
-		}
-	}
-	if opts.IfMatch != "" {
-		if !exists {
-			return fmt.Errorf("%w: If-Match on a missing object", store.ErrNoSuchKey)
-		}
-		if store.EvalConditions(store.Conditions{IfMatch: opts.IfMatch}, curETag, time.Time{}) != nil {
-			return fmt.Errorf("%w: If-Match %s does not match", store.ErrPreconditionFailed, opts.IfMatch)
-		}
-	}
-	return nil
 }
 
 // checksumArg stores an empty checksum as NULL, others as JSON.

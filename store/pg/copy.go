@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // errCopyToItself is S3's answer to a copy onto itself that changes nothing;
@@ -16,16 +17,6 @@ import (
 //
 //lint:ignore ST1005 the text is S3's error message as clients see it
 var errCopyToItself = fmt.Errorf("%w: This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.", store.ErrInvalidRequest)
-
-// copySourceConditions evaluates x-amz-copy-source-if-*: every failure is a
-// 412 for copies, including the ones that are a 304 for GET.
-func copySourceConditions(c store.Conditions, info store.ObjectInfo) error {
-	err := store.EvalConditions(c, info.ETag, info.LastModified)
-	if errors.Is(err, store.ErrNotModified) {
-		return fmt.Errorf("%w: copy source: %v", store.ErrPreconditionFailed, err)
-	}
-	return err
-}
 
 // CopyObject implements store.ObjectStore as a metadata operation: the new row
 // references the source's blob (or a copy of its manifest). Source and
@@ -51,7 +42,7 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 		if err != nil {
 			return err
 		}
-		if err := copySourceConditions(src.Cond, r.info); err != nil {
+		if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
 			return err
 		}
 		if same && !opts.ReplaceMeta {

@@ -858,27 +858,6 @@ func TestListObjects(t *testing.T) {
 	}
 }
 
-func TestSuccessor(t *testing.T) {
-	tests := []struct {
-		in, want string
-		ok       bool
-	}{
-		{"a/", "a0", true},
-		{"a", "b", true},
-		{"", "", false},
-		{"a\U0010FFFF", "b", true},
-		{"\U0010FFFF", "", false},
-		{"x\uD7FF", "x\uE000", true},
-		{"é", "ê", true},
-	}
-	for _, tc := range tests {
-		got, ok := successor(tc.in)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("successor(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestLockKeyDistinct(t *testing.T) {
 	seen := map[int64]string{}
 	for _, id := range [][2]string{{"a", "b/c"}, {"a/b", "c"}, {"ab", "c"}, {"a", "bc"}} {

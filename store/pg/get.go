@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // blobLoc says where a blob's content lives.
@@ -188,10 +188,10 @@ func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.Get
 		if err == nil && ok {
 			// The headers go out before the first read: a pin lost by now
 			// must be a 503, not a truncated 200.
-			err = pins.check()
+			err = pins.Check()
 		}
 		if err != nil || !ok {
-			pins.release()
+			pins.Release()
 			if err != nil {
 				return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
 			}
@@ -200,7 +200,7 @@ func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.Get
 	}
 	src, err := e.openSpan(ctx, r, start, n)
 	if err != nil {
-		pins.release()
+		pins.Release()
 		return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
 	}
 	return r.info, rng, e.guardedReader(ctx, src, pins), false, nil
@@ -242,8 +242,8 @@ func (e *Engine) checkProtection(ctx context.Context, ids []int64) error {
 	if err != nil {
 		return err
 	}
-	defer pins.release()
-	return pins.check()
+	defer pins.Release()
+	return pins.Check()
 }
 
 // pinBlobs acquires a pin on every blob of ids; on failure it releases what it
@@ -257,7 +257,7 @@ func (e *Engine) pinBlobs(ctx context.Context, ids []int64) (pinSet, error) {
 	for _, id := range ids {
 		p, err := e.pins.Acquire(ctx, id)
 		if err != nil {
-			pins.release()
+			pins.Release()
 			return nil, mapPinErr(err)
 		}
 		pins = append(pins, p)
@@ -288,132 +288,25 @@ func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
 }
 
 // pinSet is the pins of one response.
-type pinSet []fleet.Pin
-
-func (s pinSet) release() {
-	for _, p := range s {
-		p.Release()
-	}
-}
-
-// check is the guard of a stream: nil while every pin is valid, afterwards an
-// error wrapping store.ErrUnavailable and fleet.ErrPinLost.
-func (s pinSet) check() error {
-	for _, p := range s {
-		if !p.Valid() {
-			return fmt.Errorf("content pin: %w: %w", store.ErrUnavailable, fleet.ErrPinLost)
-		}
-	}
-	return nil
-}
+type pinSet = enginekit.PinSet
 
 // guardedReader wraps the content reader of a response: paced by the governor
-// (if any) and guarded by the pins (if any); Close releases the pins once.
+// (if any) and guarded by the pins (if any), which can be lost; Close releases
+// the pins once.
 func (e *Engine) guardedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
-	var guard func() error
-	if len(pins) > 0 {
-		guard = pins.check
-	}
-	rd := &pinnedReader{src: src, r: src, pins: pins}
-	switch {
-	case e.gov != nil:
-		rd.r = e.gov.NewReader(ctx, src, guard)
-	case guard != nil:
-		rd.r = &checkedReader{src: src, guard: guard}
-	}
-	return rd
-}
-
-// pinnedReader is the store.Reader that GetObject returns.
-type pinnedReader struct {
-	src  io.ReadCloser // the content
-	r    io.Reader     // src as the caller reads it (paced, guarded)
-	pins pinSet
-	once sync.Once
-}
-
-func (p *pinnedReader) Read(b []byte) (int, error) { return p.r.Read(b) }
-
-// Close stops reading the content and then releases the pins, exactly once;
-// later calls do nothing.
-func (p *pinnedReader) Close() error {
-	var err error
-	p.once.Do(func() {
-		err = p.src.Close()
-		p.pins.release()
-	})
-	if err != nil {
-		return fmt.Errorf("close object reader: %w", err)
-	}
-	return nil
-}
-
-// checkedReader is the guard without a governor: it checks before the first
-// read and after every read, before handing the bytes over, which covers EOF.
-// Its error is sticky.
-type checkedReader struct {
-	src     io.Reader
-	guard   func() error
-	started bool
-	err     error
-}
-
-func (c *checkedReader) Read(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	if !c.started {
-		c.started = true
-		if err := c.guard(); err != nil {
-			c.err = err
-			return 0, err
-		}
-	}
-	n, err := c.src.Read(p)
-	if gerr := c.guard(); gerr != nil {
-		// Bytes read after the loss are withheld: the caller gets a prefix.
-		c.err = gerr
-		return 0, gerr
-	}
-	if err != nil {
-		c.err = err
-	}
-	return n, err
+	return enginekit.GuardedReader(ctx, src, pins, e.gov, enginekit.GuardAlways)
 }
 
 // selectRange resolves partNumber and Range against the object.
 func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
-	size := r.info.Size
-	if opts.PartNumber > 0 {
-		if opts.RangeSpec != "" || opts.Range != nil {
-			return nil, fmt.Errorf("%w: Range and partNumber cannot both be specified", store.ErrInvalidRequest)
-		}
-		if r.parts == nil {
-			if opts.PartNumber != 1 {
-				return nil, fmt.Errorf("%w: part %d of a single-part object", store.ErrInvalidRange, opts.PartNumber)
-			}
-			return nil, nil
-		}
+	return enginekit.SelectRange(r.info.Size, r.parts != nil, func(n int) (enginekit.Part, bool) {
 		for _, p := range r.parts {
-			if p.Number == opts.PartNumber {
-				if p.Size == 0 {
-					return nil, nil
-				}
-				return &store.ByteRange{Start: p.Start, End: p.Start + p.Size - 1}, nil
+			if p.Number == n {
+				return enginekit.Part{Number: n, Start: p.Start, Size: p.Size}, true
 			}
 		}
-		return nil, fmt.Errorf("%w: the object has no part %d", store.ErrInvalidRange, opts.PartNumber)
-	}
-	if opts.RangeSpec != "" {
-		return store.ParseRange(opts.RangeSpec, size)
-	}
-	if br := opts.Range; br != nil {
-		if br.Start >= size || br.Start < 0 || br.End < br.Start {
-			return nil, fmt.Errorf("%w: bytes=%d-%d of a %d-byte object", store.ErrInvalidRange, br.Start, br.End, size)
-		}
-		return &store.ByteRange{Start: br.Start, End: min(br.End, size-1)}, nil
-	}
-	return nil, nil
+		return enginekit.Part{}, false
+	}, opts)
 }
 
 // openSpan returns a reader of n bytes from start of a resolved object. Parts
@@ -424,16 +317,14 @@ func (e *Engine) openSpan(ctx context.Context, r *resolved, start, n int64) (sto
 		return e.openBlob(ctx, *r.blob, start, n)
 	}
 	var segs []segment
-	end := start + n
 	for _, p := range r.parts {
-		pEnd := p.Start + p.Size
-		if pEnd <= start || p.Start >= end || p.Size == 0 {
-			continue
+		if off, cnt, ok := enginekit.Overlap(start, n, p.Start, p.Size); ok {
+			segs = append(segs, segment{blob: p.Blob, off: off, n: cnt})
 		}
-		off := max(start, p.Start) - p.Start
-		segs = append(segs, segment{blob: p.Blob, off: off, n: min(end, pEnd) - p.Start - off})
 	}
-	return &multiReader{ctx: ctx, e: e, segs: segs}, nil
+	return enginekit.NewSegmentReader(ctx, "pg", segs, func(ctx context.Context, s segment) (io.ReadCloser, error) {
+		return e.openBlob(ctx, s.blob, s.off, s.n)
+	}), nil
 }
 
 // openBlob opens n bytes at off of one blob.
@@ -471,65 +362,4 @@ func (e *Engine) openBlob(ctx context.Context, b blobLoc, off, n int64) (io.Read
 type segment struct {
 	blob   blobLoc
 	off, n int64
-}
-
-// multiReader reads segments in order, opening each when it is reached.
-type multiReader struct {
-	ctx  context.Context
-	e    *Engine
-	segs []segment
-	cur  io.ReadCloser
-	err  error
-}
-
-func (m *multiReader) Read(p []byte) (int, error) {
-	for {
-		if m.err != nil {
-			return 0, m.err
-		}
-		if m.cur == nil {
-			if len(m.segs) == 0 {
-				return 0, io.EOF
-			}
-			s := m.segs[0]
-			m.segs = m.segs[1:]
-			rc, err := m.e.openBlob(m.ctx, s.blob, s.off, s.n)
-			if err != nil {
-				m.err = err
-				return 0, err
-			}
-			m.cur = rc
-		}
-		n, err := m.cur.Read(p)
-		if errors.Is(err, io.EOF) {
-			cerr := m.cur.Close()
-			m.cur = nil
-			if cerr != nil {
-				m.err = fmt.Errorf("close part reader: %w", cerr)
-			}
-			if n > 0 {
-				return n, nil
-			}
-			continue
-		}
-		if err != nil {
-			m.err = err
-		}
-		return n, err
-	}
-}
-
-func (m *multiReader) Close() error {
-	m.segs = nil
-	if m.err == nil {
-		m.err = errors.New("pg: read after close")
-	}
-	if m.cur != nil {
-		err := m.cur.Close()
-		m.cur = nil
-		if err != nil {
-			return fmt.Errorf("close part reader: %w", err)
-		}
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 )
 
 // CreateMultipartUpload implements store.ObjectStore.
@@ -125,7 +126,7 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 		if err != nil {
 			return err
 		}
-		if err := copySourceConditions(src.Cond, r.info); err != nil {
+		if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
 			return err
 		}
 		if rg := src.Range; rg != nil && (rg.Start >= r.info.Size || rg.End >= r.info.Size) {
@@ -219,7 +220,7 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		if err != nil {
 			return err
 		}
-		if err := verifyCompleteChecksum(opts, ck); err != nil {
+		if err := enginekit.VerifyCompleteChecksum(opts, ck); err != nil {
 			return err
 		}
 		nums := make([]int32, len(chosen))
@@ -255,25 +256,6 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		return store.ObjectInfo{}, fmt.Errorf("complete %q of %s/%s: %w", uploadID, bucket, key, err)
 	}
 	return info, nil
-}
-
-// verifyCompleteChecksum compares a full-object checksum the client sent with
-// Complete against the combined one; composite values carry a part-count
-// suffix that clients may leave out.
-func verifyCompleteChecksum(opts store.PutOptions, ck store.Checksum) error {
-	for alg, value := range opts.Checksums {
-		if !strings.EqualFold(alg, ck.Algorithm) {
-			continue
-		}
-		want := ck.Value
-		if ck.Type == store.ChecksumComposite && !strings.Contains(value, "-") {
-			want, _, _ = strings.Cut(want, "-")
-		}
-		if value != want {
-			return fmt.Errorf("%w: the %s you specified did not match the calculated checksum", store.ErrBadDigest, ck.Algorithm)
-		}
-	}
-	return nil
 }
 
 // AbortMultipartUpload implements store.ObjectStore. The parts' blobs stay for
@@ -347,34 +329,21 @@ func (e *Engine) ListParts(ctx context.Context, bucket, key, uploadID string, pa
 // key, then initiation time (then id); uploads and common prefixes count
 // together towards MaxUploads.
 func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p store.ListUploadsParams) (store.ListUploadsResult, error) {
-	var res store.ListUploadsResult
 	if err := e.bucketExists(ctx, e.pool, bucket); err != nil {
-		return res, fmt.Errorf("list uploads in %s: %w", bucket, err)
+		return store.ListUploadsResult{}, fmt.Errorf("list uploads in %s: %w", bucket, err)
 	}
-	maxUploads := p.MaxUploads
-	if maxUploads <= 0 || maxUploads > store.MaxListKeys {
-		maxUploads = store.MaxListKeys
-	}
-	c := newListCursor(p.Prefix, p.Delimiter, p.KeyMarker)
-	// With an upload-id marker, the marker key's later uploads come first.
-	sameKeyTail := p.KeyMarker != "" && p.UploadIDMarker != "" && rollup(p.KeyMarker, p.Prefix, p.Delimiter) == "" &&
-		strings.HasPrefix(p.KeyMarker, p.Prefix)
-	count := 0
-	var lastKey, lastID string
-	for !c.done && !res.Truncated {
-		cond, args := c.where("key", 2)
-		if sameKeyTail {
+	res, err := enginekit.ListUploads(p, func(c *enginekit.ListCursor, tail *enginekit.UploadMarker, limit int) ([]store.Upload, error) {
+		cond, args := where(c, "key", 2)
+		if tail != nil {
 			cond = fmt.Sprintf(`((%s) OR (key = $%d AND (initiated, upload_id) >
 				((SELECT initiated FROM uploads WHERE upload_id = $%d), $%d)))`, cond, len(args)+2, len(args)+3, len(args)+3)
-			args = append(args, p.KeyMarker, p.UploadIDMarker)
-			sameKeyTail = false
+			args = append(args, tail.Key, tail.UploadID)
 		}
-		limit := min(maxUploads-count+1, listBatch)
 		rows, err := e.pool.Query(ctx, `SELECT upload_id, key, meta, checksum_alg, checksum_type, initiated FROM uploads
 			WHERE bucket = $1 AND `+cond+` ORDER BY key, initiated, upload_id LIMIT `+fmt.Sprint(limit),
 			append([]any{bucket}, args...)...)
 		if err != nil {
-			return res, fmt.Errorf("list uploads in %s: %w", bucket, mapErr(err))
+			return nil, mapErr(err)
 		}
 		batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Upload, error) {
 			u := store.Upload{Bucket: bucket}
@@ -382,38 +351,12 @@ func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p stor
 			return u, err
 		})
 		if err != nil {
-			return res, fmt.Errorf("list uploads in %s: %w", bucket, mapErr(err))
+			return nil, mapErr(err)
 		}
-		if len(batch) < limit {
-			c.done = true
-		}
-		for _, u := range batch {
-			if count == maxUploads {
-				res.Truncated = true
-				break
-			}
-			count++
-			if cp := rollup(u.Key, p.Prefix, p.Delimiter); cp != "" {
-				res.CommonPrefixes = append(res.CommonPrefixes, cp)
-				lastKey, lastID = cp, ""
-				c.done = false
-				c.skipPast(cp)
-				break
-			}
-			res.Uploads = append(res.Uploads, u)
-			lastKey, lastID = u.Key, u.UploadID
-			// Later uploads of the same key may follow in the next batch: resume
-			// at this key, after this upload.
-			c.kr.from, c.kr.inclusive = u.Key, false
-		}
-		if !c.done && len(res.Uploads) > 0 && lastID != "" && !res.Truncated {
-			// The batch ended inside a key's uploads: continue after the last one.
-			sameKeyTail = true
-			p.KeyMarker, p.UploadIDMarker = lastKey, lastID
-		}
-	}
-	if res.Truncated {
-		res.NextKeyMarker, res.NextUploadIDMarker = lastKey, lastID
+		return batch, nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("list uploads in %s: %w", bucket, err)
 	}
 	return res, nil
 }

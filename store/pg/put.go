@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/enginekit"
 	"github.com/s3gate/s3gate/store/localfs"
 )
 
@@ -255,7 +256,7 @@ func writeObject(ctx context.Context, tx pgx.Tx, o objectRow, opts store.PutOpti
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, fmt.Errorf("read current object: %w", mapErr(err))
 	}
-	if err := checkWriteConditions(opts, exists, curETag); err != nil {
+	if err := enginekit.CheckWriteConditions(opts, exists, curETag); err != nil {
 		return time.Time{}, err
 	}
 	if curParts > 0 {
@@ -278,28 +279,6 @@ func writeObject(ctx context.Context, tx pgx.Tx, o objectRow, opts store.PutOpti
 		return time.Time{}, fmt.Errorf("write object row: %w", mapErr(err))
 	}
 	return lm, nil
-}
-
-// checkWriteConditions evaluates If-Match / If-None-Match of a write against
-// the current object, under its lock.
-func checkWriteConditions(opts store.PutOptions, exists bool, curETag string) error {
-	if opts.IfNoneMatch != "" {
-		if opts.IfNoneMatch != "*" {
-			return fmt.Errorf("%w: If-None-Match on writes supports only *", store.ErrInvalidArgument)
-		}
-		if exists {
-			return fmt.Errorf("%w: the object exists (If-None-Match: *)", store.ErrPreconditionFailed)
-		}
-	}
-	if opts.IfMatch != "" {
-		if !exists {
-			return fmt.Errorf("%w: If-Match on a missing object", store.ErrNoSuchKey)
-		}
-		if store.EvalConditions(store.Conditions{IfMatch: opts.IfMatch}, curETag, time.Time{}) != nil {
-			return fmt.Errorf("%w: If-Match %s does not match", store.ErrPreconditionFailed, opts.IfMatch)
-		}
-	}
-	return nil
 }
 
 // checksumArg stores an empty checksum as NULL.

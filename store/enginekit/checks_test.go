@@ -1,0 +1,135 @@
+package enginekit
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/s3gate/s3gate/store"
+)
+
+func TestSelectRange(t *testing.T) {
+	parts := map[int]Part{1: {1, 0, 5}, 2: {2, 5, 0}, 3: {3, 5, 10}}
+	lookup := func(n int) (Part, bool) { p, ok := parts[n]; return p, ok }
+	tests := []struct {
+		name      string
+		multipart bool
+		opts      store.GetOptions
+		want      *store.ByteRange
+		err       error
+	}{
+		{"whole", true, store.GetOptions{}, nil, nil},
+		{"part 3", true, store.GetOptions{PartNumber: 3}, &store.ByteRange{Start: 5, End: 14}, nil},
+		{"empty part", true, store.GetOptions{PartNumber: 2}, nil, nil},
+		{"missing part", true, store.GetOptions{PartNumber: 4}, nil, store.ErrInvalidRange},
+		{"single part 1", false, store.GetOptions{PartNumber: 1}, nil, nil},
+		{"single part 2", false, store.GetOptions{PartNumber: 2}, nil, store.ErrInvalidRange},
+		{"part and range", true, store.GetOptions{PartNumber: 1, RangeSpec: "bytes=0-1"}, nil, store.ErrInvalidRequest},
+		{"range spec", false, store.GetOptions{RangeSpec: "bytes=2-"}, &store.ByteRange{Start: 2, End: 14}, nil},
+		{"range clipped", false, store.GetOptions{Range: &store.ByteRange{Start: 10, End: 100}}, &store.ByteRange{Start: 10, End: 14}, nil},
+		{"range beyond", false, store.GetOptions{Range: &store.ByteRange{Start: 15, End: 20}}, nil, store.ErrInvalidRange},
+		{"range reversed", false, store.GetOptions{Range: &store.ByteRange{Start: 3, End: 2}}, nil, store.ErrInvalidRange},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SelectRange(15, tc.multipart, lookup, tc.opts)
+			if !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.err)
+			}
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Errorf("range = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOverlap(t *testing.T) {
+	tests := []struct {
+		start, n, pStart, pSize int64
+		off, cnt                int64
+		ok                      bool
+	}{
+		{0, 10, 0, 5, 0, 5, true},
+		{3, 10, 0, 5, 3, 2, true},
+		{0, 3, 0, 5, 0, 3, true},
+		{6, 2, 5, 5, 1, 2, true},
+		{5, 5, 0, 5, 0, 0, false},
+		{0, 5, 5, 5, 0, 0, false},
+		{0, 10, 3, 0, 0, 0, false},
+	}
+	for _, tc := range tests {
+		off, cnt, ok := Overlap(tc.start, tc.n, tc.pStart, tc.pSize)
+		if off != tc.off || cnt != tc.cnt || ok != tc.ok {
+			t.Errorf("Overlap(%d, %d, %d, %d) = %d, %d, %v; want %d, %d, %v", tc.start, tc.n, tc.pStart, tc.pSize, off, cnt, ok, tc.off, tc.cnt, tc.ok)
+		}
+	}
+}
+
+func TestCheckWriteConditions(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    store.PutOptions
+		exists  bool
+		etag    string
+		wantErr error
+	}{
+		{"none", store.PutOptions{}, true, `"a"`, nil},
+		{"if-none-match new", store.PutOptions{IfNoneMatch: "*"}, false, "", nil},
+		{"if-none-match exists", store.PutOptions{IfNoneMatch: "*"}, true, `"a"`, store.ErrPreconditionFailed},
+		{"if-none-match etag", store.PutOptions{IfNoneMatch: `"a"`}, true, `"a"`, store.ErrInvalidArgument},
+		{"if-match ok", store.PutOptions{IfMatch: `"a"`}, true, `"a"`, nil},
+		{"if-match other", store.PutOptions{IfMatch: `"b"`}, true, `"a"`, store.ErrPreconditionFailed},
+		{"if-match missing", store.PutOptions{IfMatch: `"a"`}, false, "", store.ErrNoSuchKey},
+	}
+	for _, tc := range tests {
+		err := CheckWriteConditions(tc.opts, tc.exists, tc.etag)
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestCopySourceConditions(t *testing.T) {
+	lm := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	info := store.ObjectInfo{ETag: `"a"`, LastModified: lm}
+	tests := []struct {
+		name    string
+		c       store.Conditions
+		wantErr error
+	}{
+		{"none", store.Conditions{}, nil},
+		{"if-match ok", store.Conditions{IfMatch: `"a"`}, nil},
+		{"if-match fails", store.Conditions{IfMatch: `"b"`}, store.ErrPreconditionFailed},
+		// A 304 for GET is a 412 for a copy source.
+		{"if-none-match", store.Conditions{IfNoneMatch: `"a"`}, store.ErrPreconditionFailed},
+	}
+	for _, tc := range tests {
+		err := CopySourceConditions(tc.c, info)
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || errors.Is(err, store.ErrNotModified) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestVerifyCompleteChecksum(t *testing.T) {
+	composite := store.Checksum{Algorithm: "CRC32", Value: "abc=-3", Type: store.ChecksumComposite}
+	tests := []struct {
+		name string
+		sent map[string]string
+		ck   store.Checksum
+		bad  bool
+	}{
+		{"nothing sent", nil, composite, false},
+		{"with suffix", map[string]string{"crc32": "abc=-3"}, composite, false},
+		{"without suffix", map[string]string{"CRC32": "abc="}, composite, false},
+		{"wrong", map[string]string{"CRC32": "abd="}, composite, true},
+		{"wrong count", map[string]string{"CRC32": "abc=-2"}, composite, true},
+		{"other algorithm", map[string]string{"SHA256": "zzz"}, composite, false},
+	}
+	for _, tc := range tests {
+		err := VerifyCompleteChecksum(store.PutOptions{Checksums: tc.sent}, tc.ck)
+		if errors.Is(err, store.ErrBadDigest) != tc.bad || (!tc.bad && err != nil) {
+			t.Errorf("%s: err = %v, want bad=%v", tc.name, err, tc.bad)
+		}
+	}
+}
