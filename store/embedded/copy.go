@@ -11,9 +11,6 @@ import (
 	"github.com/s3gate/s3gate/store/enginekit"
 )
 
-// errCopyToItself is S3's answer to a copy onto itself that changes nothing.
-var errCopyToItself = fmt.Errorf("%w: This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes", store.ErrInvalidRequest)
-
 // resolveSource resolves a copy source inside a transaction, telling a
 // missing bucket from a missing key.
 func resolveSource(ctx context.Context, tx *sql.Tx, src store.CopySource) (*resolved, error) {
@@ -49,7 +46,7 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 			return err
 		}
 		if same && !opts.ReplaceMeta {
-			return errCopyToItself
+			return enginekit.ErrCopyToItself
 		}
 		out = r.info
 		out.Bucket, out.Key = dstBucket, dstKey

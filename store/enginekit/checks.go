@@ -111,3 +111,9 @@ func VerifyCompleteChecksum(opts store.PutOptions, ck store.Checksum) error {
 	}
 	return nil
 }
+
+// ErrCopyToItself is S3's answer to a copy onto itself that changes nothing;
+// the message is AWS's, word for word (final period included).
+//
+//lint:ignore ST1005 the text is S3's error message as clients see it
+var ErrCopyToItself = fmt.Errorf("%w: This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.", store.ErrInvalidRequest)

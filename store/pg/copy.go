@@ -12,12 +12,6 @@ import (
 	"github.com/s3gate/s3gate/store/enginekit"
 )
 
-// errCopyToItself is S3's answer to a copy onto itself that changes nothing;
-// the message is AWS's, word for word (final period included).
-//
-//lint:ignore ST1005 the text is S3's error message as clients see it
-var errCopyToItself = fmt.Errorf("%w: This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.", store.ErrInvalidRequest)
-
 // CopyObject implements store.ObjectStore as a metadata operation: the new row
 // references the source's blob (or a copy of its manifest). Source and
 // destination are read and written in one transaction under both object locks.
@@ -46,7 +40,7 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 			return err
 		}
 		if same && !opts.ReplaceMeta {
-			return errCopyToItself
+			return enginekit.ErrCopyToItself
 		}
 		out = r.info
 		out.Bucket, out.Key = dstBucket, dstKey
