@@ -23,10 +23,9 @@ import (
 )
 
 // TestClients drives rclone, restic and s3cmd, as Debian packages them, over
-// the awkward data set on every cell of the matrix: rclone on every engine,
-// restic and s3cmd on the embedded default and pgchunks (their requests do
-// not depend on the engine; the engines' own differences are covered by
-// rclone and the Go suites). Select one client with -run 'TestClients/.*/.*/rclone'.
+// the awkward data set on every cell of the matrix (every engine, both
+// transports); with -short, restic and s3cmd run on the embedded default and
+// pgchunks only. Select one client with -run 'TestClients/.*/.*/rclone'.
 func TestClients(t *testing.T) {
 	everyClient := []string{testgw.Embedded, config.EnginePGChunks}
 	forEachCell(t, []string{testgw.Embedded, config.EnginePGChunks, config.EnginePGLO, config.EngineLocal},
@@ -41,8 +40,8 @@ func TestClients(t *testing.T) {
 			t.Logf("awkward data set: %d files, %d bytes", len(files), total)
 			sdk := sdkClient(t, gw)
 			t.Run("rclone", func(t *testing.T) { testRclone(t, gw, sdk, src, files, want) })
-			if !testgw.External() && !slices.Contains(everyClient, c.Engine) {
-				return
+			if testing.Short() && !testgw.External() && !slices.Contains(everyClient, c.Engine) {
+				return // -short: restic and s3cmd only on the embedded default and pgchunks
 			}
 			t.Run("restic", func(t *testing.T) { testRestic(t, gw, sdk, src, want) })
 			for _, v2 := range []bool{false, true} {
