@@ -52,7 +52,7 @@ type Config struct {
 	MaxPins             int                `env:"MAX_PINS" envDefault:"1024" help:"most blobs one instance pins at once (beyond: 503 SlowDown); protects PostgreSQL's lock table"`
 	Standby             string             `env:"STANDBY" envDefault:"wait" help:"when another instance owns the database: wait (standby, take over when it frees) or refuse"`
 	GCInterval          Duration           `env:"GC_INTERVAL" envDefault:"1m" help:"pause between online GC sweeps; 0 disables online GC"`
-	GCGrace             Duration           `env:"GC_GRACE" envDefault:"1m" help:"unreferenced blobs younger than this are left alone"`
+	GCGrace             Duration           `env:"GC_GRACE" envDefault:"1m" help:"unreferenced blobs younger than this are left alone (0: the default, 1m)"`
 	UploadExpiry        Duration           `env:"UPLOAD_EXPIRY" envDefault:"168h" help:"incomplete multipart uploads older than this are aborted by GC"`
 	MetricsAddr         string             `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
 	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
