@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"math/big"
@@ -151,7 +152,12 @@ func Start(t testing.TB, o Options) *Gateway {
 	go func() { mdone <- srv.ServeMetrics(mctx, mln) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := <-done; errors.Is(err, context.DeadlineExceeded) {
+			// A request still open after the drain timeout: a test that
+			// abandoned a response, or a client still sending. The gateway
+			// closed it; say so without failing the test that owns it.
+			t.Logf("testgw: drain timed out, open connections closed: %v", err)
+		} else if err != nil {
 			t.Errorf("testgw: gateway stopped with error: %v", err)
 		}
 		mcancel()
