@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/testgw"
 )
 
@@ -57,9 +58,9 @@ func BenchmarkBaseline(b *testing.B) {
 	if testgw.External() {
 		b.Skip("baselines need the gateway's own PostgreSQL and data dir; not available for an external endpoint")
 	}
-	// Any engine will do: only its database (on the shared server) and data dir
-	// are used.
-	gw := testgw.Start(b, testgw.Options{Engine: testgw.Engines()[0]})
+	// Any PostgreSQL engine will do: only its database (on the shared server)
+	// and data dir are used (the embedded default has no database).
+	gw := testgw.Start(b, testgw.Options{Engine: config.EnginePGChunks})
 	ctx := b.Context()
 	e := &baseEnv{dsn: gw.DatabaseURL, dir: gw.DataDir, written: map[string][]baseObj{},
 		size: max(baseCall, int64(scaled(b, baseObjSize/baseCall, 1))*baseCall)}
