@@ -69,60 +69,18 @@ func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, blobID, _ int64) error {
 // one row with substring(), which reads only that slice of an uncompressed
 // (STORAGE EXTERNAL) value.
 func (e *Engine) Open(ctx context.Context, q content.Querier, blobID, _ int64, off, n int64) (io.ReadCloser, error) {
-	if off < 0 || n < 0 {
-		return nil, fmt.Errorf("pgchunks: bad span %d+%d", off, n)
-	}
-	return &reader{ctx: ctx, q: q, blob: blobID, off: off, left: n}, nil
-}
-
-type reader struct {
-	ctx  context.Context
-	q    content.Querier
-	blob int64
-	off  int64
-	left int64
-	buf  []byte
-	err  error
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if len(r.buf) == 0 {
-		if r.err != nil {
-			return 0, r.err
-		}
-		if r.left == 0 {
-			return 0, io.EOF
-		}
-		seq := r.off / content.ChunkSize
-		inRow := r.off % content.ChunkSize
-		want := min(r.left, content.ChunkSize-inRow)
+	return content.NewSpanReader("pgchunks", off, n, func(off, want int64) ([]byte, error) {
+		seq := off / content.ChunkSize
 		var got []byte
-		// substring is 1-based.
-		err := r.q.QueryRow(r.ctx, `SELECT substring(data FROM $3 FOR $4) FROM blob_chunks WHERE blob_id = $1 AND seq = $2`,
-			r.blob, int32(seq), int32(inRow+1), int32(want)).Scan(&got)
+		// substring is 1-based; a piece never crosses a row.
+		err := q.QueryRow(ctx, `SELECT substring(data FROM $3 FOR $4) FROM blob_chunks WHERE blob_id = $1 AND seq = $2`,
+			blobID, int32(seq), int32(off%content.ChunkSize+1), int32(want)).Scan(&got)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("chunk %d missing: %w", seq, io.ErrUnexpectedEOF)
 		}
 		if err != nil {
-			r.err = fmt.Errorf("pgchunks: blob %d at %d: %w", r.blob, r.off, err)
-			return 0, r.err
+			return nil, fmt.Errorf("blob %d: %w", blobID, err)
 		}
-		if int64(len(got)) != want {
-			r.err = fmt.Errorf("pgchunks: blob %d: got %d bytes at %d, want %d: %w", r.blob, len(got), r.off, want, io.ErrUnexpectedEOF)
-			return 0, r.err
-		}
-		r.buf = got
-		r.off += want
-		r.left -= want
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
-}
-
-// Close releases the buffer; nothing is held on the server between reads.
-func (r *reader) Close() error {
-	r.buf = nil
-	r.err = errors.New("pgchunks: read after close")
-	return nil
+		return got, nil
+	})
 }

@@ -153,53 +153,12 @@ func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, _ int64, ref int64) error 
 
 // Open implements content.Engine: each chunk is one lo_get statement on q.
 func (e *Engine) Open(ctx context.Context, q content.Querier, _ int64, ref, off, n int64) (io.ReadCloser, error) {
-	if off < 0 || n < 0 {
-		return nil, fmt.Errorf("pglo: bad span %d+%d", off, n)
-	}
-	return &reader{ctx: ctx, q: q, oid: uint32(ref), off: off, left: n}, nil
-}
-
-// reader streams a span of a large object, one lo_get per chunk.
-type reader struct {
-	ctx  context.Context
-	q    content.Querier
-	oid  uint32
-	off  int64 // next offset to fetch
-	left int64 // bytes not yet fetched
-	buf  []byte
-	err  error
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if len(r.buf) == 0 {
-		if r.err != nil {
-			return 0, r.err
-		}
-		if r.left == 0 {
-			return 0, io.EOF
-		}
-		want := min(r.left, content.ChunkSize)
+	oid := uint32(ref)
+	return content.NewSpanReader("pglo", off, n, func(off, want int64) ([]byte, error) {
 		var got []byte
-		if err := r.q.QueryRow(r.ctx, `SELECT lo_get($1, $2, $3)`, r.oid, r.off, int32(want)).Scan(&got); err != nil {
-			r.err = fmt.Errorf("pglo: lo_get %d at %d: %w", r.oid, r.off, err)
-			return 0, r.err
+		if err := q.QueryRow(ctx, `SELECT lo_get($1, $2, $3)`, oid, off, int32(want)).Scan(&got); err != nil {
+			return nil, fmt.Errorf("lo_get %d: %w", oid, err)
 		}
-		if int64(len(got)) != want {
-			r.err = fmt.Errorf("pglo: large object %d: got %d bytes at %d, want %d: %w", r.oid, len(got), r.off, want, io.ErrUnexpectedEOF)
-			return 0, r.err
-		}
-		r.buf = got
-		r.off += want
-		r.left -= want
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
-}
-
-// Close releases the buffer; nothing is held on the server between reads.
-func (r *reader) Close() error {
-	r.buf = nil
-	r.err = errors.New("pglo: read after close")
-	return nil
+		return got, nil
+	})
 }
