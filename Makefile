@@ -5,8 +5,12 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 STATICCHECK_VERSION ?= v0.8.2
 GOBIN    ?= $(shell $(GO) env GOPATH)/bin
+GOTESTSUM_VERSION ?= v1.13.0
+# gotestsum runs go test and ends with a summary of every skipped and failed
+# test, so that a skip can never pass unseen.
+GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-short run lint bench scenario fuzz clean
+.PHONY: help build test test-short tools run lint bench scenario fuzz clean
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -24,10 +28,14 @@ build:
 # The one test command (README and .ci/run call exactly this). PostgreSQL-backed
 # tests start a throwaway server from the installed binaries and skip, saying
 # why, where none exist.
-test:
-	$(GO) test -race -count=1 -timeout 40m ./...
-	@# The race detector multiplies memory: the heap high-water test runs without it.
-	$(GO) test -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat' -v ./conformance/
+test: tools
+	$(GOTESTSUM) --jsonfile-timing-events bin/test-timing.json -- -race -count=1 -timeout 40m ./...
+	@# The race detector multiplies memory: the heap high-water tests run without it.
+	$(GOTESTSUM) -- -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat' ./conformance/
+
+tools:
+	@mkdir -p bin
+	@test -x $(GOBIN)/gotestsum || $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
 
 test-short:
 	$(GO) test -short -count=1 ./...

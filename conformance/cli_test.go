@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // awsCLI runs the aws command with an isolated configuration: its own config
@@ -138,7 +139,7 @@ func treeDigest(t *testing.T, root string) map[string]string {
 // TestAWSCLI drives the gateway with the aws command (s3 and s3api).
 func TestAWSCLI(t *testing.T) {
 	if _, err := exec.LookPath("aws"); err != nil {
-		t.Skip("aws cli not on PATH: skipping the aws cli conformance tests")
+		testreq.Missing(t, "aws cli not on PATH: skipping the aws cli conformance tests (install the Debian package \"awscli\")")
 	}
 	// The 300 MiB round trip runs on one transport per engine (and not under
 	// -short) to keep the suite short.

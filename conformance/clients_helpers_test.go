@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // bigTransport is the one transport per engine on which the > 100 MiB file of
@@ -53,7 +54,7 @@ func forEachCell(t *testing.T, engines []string, fn func(t *testing.T, c combo, 
 func needBinary(t *testing.T, name, pkg string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("%s not on PATH: skipping its conformance tests (install the Debian package %q)", name, pkg)
+		testreq.Missing(t, fmt.Sprintf("%s not on PATH: skipping its conformance tests (install the Debian package %q)", name, pkg))
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // TestExactResponses checks the answers that clients parse byte by byte
@@ -488,7 +489,7 @@ func exObjectAttributes(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 // Marker and Prefix, metadata, ACLs and GetObjectAttributes.
 func exBoto3(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
-		t.Skip("boto3 is not importable by python3; skipping the botocore shape check")
+		testreq.Missing(t, "boto3 is not importable by python3; skipping the botocore shape check (install the Debian package \"python3-boto3\")")
 	}
 	bucket := mustBucket(t, cl, "boto")
 	ctx := testCtx(t, time.Minute)

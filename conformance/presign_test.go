@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // presignReq asks for a presigned GET of one key, valid for Expires seconds.
@@ -91,6 +92,9 @@ func TestPresign(t *testing.T) {
 				presigner{name: "aws-cli-default", sigV2: v2, sign: cliSign(cliDefault)},
 				presigner{name: "aws-cli-s3v4", sigV2: aws.Bool(false), sign: cliSign(cliV4)})
 		} else {
+			if testreq.Required() {
+				t.Fatalf("aws cli not on PATH (%s is set: install the Debian package \"awscli\")", testreq.EnvRequire)
+			}
 			t.Log("aws cli not on PATH: skipping its presigned URLs")
 		}
 		if err := exec.Command("python3", "-c", "import boto3").Run(); err == nil {
@@ -118,10 +122,13 @@ func TestPresign(t *testing.T) {
 				presigner{name: "boto3-s3v4", sigV2: aws.Bool(false), sign: boto("s3v4")},
 				presigner{name: "boto3-sigv2", sigV2: aws.Bool(true), sign: boto("s3")})
 		} else {
+			if testreq.Required() {
+				t.Fatalf("python3 with boto3 not available (%s is set: install the Debian package \"python3-boto3\")", testreq.EnvRequire)
+			}
 			t.Log("python3 with boto3 not available: skipping boto3's presigned URLs")
 		}
 		if len(signers) == 0 {
-			t.Skip("neither the aws cli nor boto3 is available")
+			testreq.Missing(t, "neither the aws cli nor boto3 is available")
 		}
 
 		// Per signer: both keys for 10 minutes, then the plain key for 1 s.

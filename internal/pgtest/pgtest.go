@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // EnvDatabaseURL names the environment variable that points the tests at an
@@ -130,7 +132,7 @@ func DSN(t testing.TB) string {
 	}
 	startOnce.Do(func() { srv, skipMsg, startErr = start() })
 	if skipMsg != "" {
-		t.Skip(skipMsg)
+		testreq.Missing(t, skipMsg)
 	}
 	if startErr != nil {
 		t.Fatalf("pgtest: %v", startErr)

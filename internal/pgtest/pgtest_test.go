@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -42,7 +44,7 @@ func TestBinaries(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(DefaultBinDir, "initdb")); err == nil && os.Getenv(EnvBinDir) == "" {
 			t.Fatalf("Binaries() = false although %s/initdb exists", DefaultBinDir)
 		}
-		t.Skip("no PostgreSQL binaries on this machine")
+		testreq.Missing(t, "no PostgreSQL binaries on this machine")
 	}
 	for _, name := range []string{"initdb", "postgres"} {
 		if !isExecutable(filepath.Join(dir, name)) {
@@ -177,7 +179,7 @@ func TestMainStopsServer(t *testing.T) {
 		t.Skip("external server: nothing is started")
 	}
 	if _, ok := Binaries(); !ok {
-		t.Skip("no PostgreSQL binaries on this machine")
+		testreq.Missing(t, "no PostgreSQL binaries on this machine")
 	}
 	if os.Getenv(helperEnv) == "1" {
 		t.Skip("inside the helper")
