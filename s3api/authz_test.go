@@ -32,6 +32,7 @@ func TestOperationAccess(t *testing.T) {
 		"GetObjectLockConfiguration": AccessRead, "GetBucketWebsite": AccessRead,
 		"GetBucketReplication": AccessRead, "GetPublicAccessBlock": AccessRead,
 		"GetBucketOwnershipControls": AccessRead, "GetObjectAttributes": AccessRead,
+		"ListObjectVersions": AccessRead, "GetObjectRetention": AccessRead, "GetObjectLegalHold": AccessRead,
 
 		"CreateBucket": AccessWrite, "DeleteBucket": AccessWrite, "DeleteObjects": AccessWrite,
 		"PutBucketAcl": AccessWrite, "PutObjectAcl": AccessWrite, "PutObject": AccessWrite,
@@ -46,8 +47,8 @@ func TestOperationAccess(t *testing.T) {
 	}
 	// Operations without a handler, and names nothing produces today.
 	extra := map[string]Access{
-		"SelectObjectContent": AccessRead, "ListObjectVersions": AccessRead,
-		"PutBucketPolicy": AccessWrite, "DeleteBucketPolicy": AccessWrite, "PutObjectTagging": AccessWrite,
+		"SelectObjectContent": AccessRead,
+		"PutBucketPolicy":     AccessWrite, "DeleteBucketPolicy": AccessWrite, "PutObjectTagging": AccessWrite,
 		"DeleteObjectTagging": AccessWrite, "RestoreObject": AccessWrite, "PostObject": AccessWrite,
 		"PostBucketAcl": AccessWrite, opUnknown: AccessWrite, "": AccessWrite, "Frobnicate": AccessWrite,
 		"get": AccessWrite, // case matters: names come from Operation only

@@ -2,10 +2,12 @@ package s3api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/s3gate/s3gate/store"
@@ -16,7 +18,13 @@ type listAllMyBucketsResult struct {
 	NS      string       `xml:"xmlns,attr"`
 	Owner   *owner       `xml:"Owner"`
 	Buckets []bucketElem `xml:"Buckets>Bucket"`
+	// ContinuationToken is the token of the next page (only when truncated).
+	ContinuationToken string  `xml:"ContinuationToken,omitempty"`
+	Prefix            *string `xml:"Prefix"`
 }
+
+// maxBuckets is AWS's bound of max-buckets.
+const maxBuckets = 10000
 
 type bucketElem struct {
 	Name         string `xml:"Name"`
@@ -32,11 +40,36 @@ func (a *api) listBuckets(rq *request) error {
 	if bs, err = a.visibleBuckets(rq, bs); err != nil {
 		return err
 	}
-	prefix := rq.q.Get("prefix")
+	limit := maxBuckets
+	if rq.q.Has("max-buckets") {
+		n, err := strconv.Atoi(rq.q.Get("max-buckets"))
+		if err != nil || n < 1 || n > maxBuckets {
+			return errInvalidArgument.withMessage("max-buckets must be an integer between 1 and 10000")
+		}
+		limit = n
+	}
+	// The token is the last name of the previous page; an empty token lists
+	// from the start.
+	after := ""
+	if t := rq.q.Get("continuation-token"); t != "" {
+		raw, err := base64.StdEncoding.DecodeString(t)
+		if err != nil || len(raw) == 0 {
+			return errInvalidToken
+		}
+		after = string(raw)
+	}
+	prefix, region := rq.q.Get("prefix"), rq.q.Get("bucket-region")
 	res := listAllMyBucketsResult{NS: s3NS, Owner: ownerOf(rq), Buckets: []bucketElem{}}
-	for _, b := range bs {
-		if !strings.HasPrefix(b.Name, prefix) {
+	if rq.q.Has("prefix") {
+		res.Prefix = &prefix
+	}
+	for _, b := range bs { // sorted by name
+		if b.Name <= after || !strings.HasPrefix(b.Name, prefix) || (region != "" && a.regionOf(b) != region) {
 			continue
+		}
+		if len(res.Buckets) == limit {
+			res.ContinuationToken = base64.StdEncoding.EncodeToString([]byte(res.Buckets[limit-1].Name))
+			break
 		}
 		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name, CreationDate: xmlTime(orNow(b.CreatedAt)), BucketRegion: a.regionOf(b)})
 	}
@@ -70,6 +103,9 @@ func parseCreateBucketConfiguration(body []byte) (string, error) {
 
 func (a *api) createBucket(rq *request) error {
 	if err := checkCannedACL(rq.r.Header); err != nil {
+		return err
+	}
+	if err := checkObjectLockEnabled(rq.r.Header); err != nil {
 		return err
 	}
 	body, err := readBody(rq, a.cfg.MaxXMLBody)

@@ -64,6 +64,11 @@ var (
 	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
 )
 
+// Errors of the exact-behaviour refusals (refusals.go).
+var (
+	errInvalidStorageClass = &apiError{"InvalidStorageClass", http.StatusBadRequest, "The storage class you specified is not valid"}
+)
+
 // notFoundDefault builds the "no such configuration" answers that clients
 // expect for bucket sub-resources that are never configured here.
 func notFoundDefault(code, msg string) *apiError {

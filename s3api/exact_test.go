@@ -256,10 +256,13 @@ func TestListGivenElements(t *testing.T) {
 		query      string
 		want, dont []string
 	}{
-		{"list-type=2&delimiter=", []string{"<Delimiter></Delimiter>", "<Prefix></Prefix>", "<KeyCount>2</KeyCount>"}, []string{"<StartAfter>"}},
+		// An empty delimiter is not echoed (AWS); an empty start-after is.
+		{"list-type=2&delimiter=", []string{"<Prefix></Prefix>", "<KeyCount>2</KeyCount>"}, []string{"<StartAfter>", "<Delimiter>"}},
 		{"list-type=2&start-after=", []string{"<StartAfter></StartAfter>"}, []string{"<Delimiter>"}},
-		{"list-type=2&encoding-type=url&start-after=a%20b&delimiter=%2B", []string{"<StartAfter>a+b</StartAfter>", "<Delimiter>%2B</Delimiter>"}, nil},
-		{"delimiter=", []string{"<Delimiter></Delimiter>", "<Marker></Marker>"}, nil},
+		{"list-type=2&encoding-type=url&start-after=a%20b&delimiter=%2B", []string{"<StartAfter>a%20b</StartAfter>", "<Delimiter>%2B</Delimiter>"}, nil},
+		{"delimiter=", []string{"<Marker></Marker>"}, []string{"<Delimiter>"}},
+		// An empty continuation token lists from the start and is echoed.
+		{"list-type=2&continuation-token=", []string{"<ContinuationToken></ContinuationToken>", "<KeyCount>2</KeyCount>"}, nil},
 		{"", []string{"<Marker></Marker>", "<Prefix></Prefix>"}, []string{"<Delimiter>"}},
 	} {
 		w := e.do(req{method: "GET", target: "/b?" + tt.query})

@@ -36,7 +36,7 @@ type listBucketResultV2 struct {
 	EncodingType          string       `xml:"EncodingType,omitempty"`
 	KeyCount              int          `xml:"KeyCount"`
 	IsTruncated           bool         `xml:"IsTruncated"`
-	ContinuationToken     string       `xml:"ContinuationToken,omitempty"`
+	ContinuationToken     *string      `xml:"ContinuationToken"`
 	NextContinuationToken string       `xml:"NextContinuationToken,omitempty"`
 	StartAfter            *string      `xml:"StartAfter"`
 	Contents              []objectElem `xml:"Contents"`
@@ -108,12 +108,15 @@ func (a *api) listObjectsV2(rq *request) error {
 	if err != nil {
 		return err
 	}
-	token := rq.q.Get("continuation-token")
-	startAfter := rq.q.Get("start-after")
-	after := startAfter
+	// An empty continuation-token lists from the start and is echoed empty,
+	// as AWS answers it; a token we did not issue is InvalidArgument.
+	var token *string
+	after := rq.q.Get("start-after")
 	if rq.q.Has("continuation-token") {
-		raw, err := base64.StdEncoding.DecodeString(token)
-		if err != nil || token == "" {
+		t := rq.q.Get("continuation-token")
+		token = &t
+		raw, err := base64.StdEncoding.DecodeString(t)
+		if err != nil {
 			return errInvalidToken
 		}
 		after = max(after, string(raw))
@@ -129,7 +132,7 @@ func (a *api) listObjectsV2(rq *request) error {
 	}
 	objs, prefixes := objectElems(res, enc, own)
 	out := listBucketResultV2{
-		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Delimiter: given(rq, "delimiter", enc),
+		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Delimiter: givenDelimiter(rq, enc),
 		MaxKeys: maxKeys, EncodingType: encType, KeyCount: len(objs) + len(prefixes),
 		IsTruncated: res.Truncated, ContinuationToken: token, StartAfter: given(rq, "start-after", enc),
 		Contents: objs, CommonPrefixes: prefixes,
@@ -157,7 +160,7 @@ func (a *api) listObjectsV1(rq *request) error {
 	objs, prefixes := objectElems(res, enc, ownerOf(rq))
 	out := listBucketResultV1{
 		NS: s3NS, Name: rq.bucket, Prefix: enc.enc(p.Prefix), Marker: enc.enc(p.After),
-		MaxKeys: maxKeys, Delimiter: given(rq, "delimiter", enc), EncodingType: encType,
+		MaxKeys: maxKeys, Delimiter: givenDelimiter(rq, enc), EncodingType: encType,
 		IsTruncated: res.Truncated, Contents: objs, CommonPrefixes: prefixes,
 	}
 	// AWS sends NextMarker only with a delimiter; without one clients use the
@@ -168,9 +171,19 @@ func (a *api) listObjectsV1(rq *request) error {
 	return writeXML(rq, out)
 }
 
+// givenDelimiter is the (encoded) delimiter to echo: AWS echoes a delimiter
+// only when it is not empty (an empty delimiter= groups nothing and is not
+// echoed).
+func givenDelimiter(rq *request, enc encoder) *string {
+	if rq.q.Get("delimiter") == "" {
+		return nil
+	}
+	return given(rq, "delimiter", enc)
+}
+
 // given returns the (encoded) query parameter name when the request named it,
-// even empty, and nil otherwise: AWS echoes <Delimiter/> and <StartAfter/>
-// exactly when they were given, and botocore indexes them when present.
+// even empty, and nil otherwise: AWS echoes <StartAfter/> exactly when it
+// was given, and botocore indexes it when present.
 func given(rq *request, name string, enc encoder) *string {
 	if !rq.q.Has(name) {
 		return nil

@@ -76,7 +76,7 @@ func TestListObjectsV2(t *testing.T) {
 			for _, p := range r.CommonPrefixes {
 				cps = append(cps, p.Prefix)
 			}
-			if strings.Join(cps, ",") != "a+b/,dir/,%C3%A9/" {
+			if strings.Join(cps, ",") != "a%20b/,dir/,%C3%A9/" {
 				t.Errorf("CommonPrefixes %v", cps)
 			}
 			if len(r.Contents) != 1 || r.Contents[0].Key != "top" || r.KeyCount != 4 {
@@ -84,7 +84,7 @@ func TestListObjectsV2(t *testing.T) {
 			}
 		}},
 		{name: "url encoding of keys", query: "list-type=2&encoding-type=url&prefix=a%20b/&start-after=a%20b/", check: func(t *testing.T, r v2Result, _ string) {
-			if r.Prefix != "a+b/" || r.StartAfter != "a+b/" || len(r.Contents) != 2 || r.Contents[0].Key != "a+b/c%2Bd%26e" {
+			if r.Prefix != "a%20b/" || r.StartAfter != "a%20b/" || len(r.Contents) != 2 || r.Contents[0].Key != "a%20b/c%2Bd%26e" {
 				t.Errorf("result %+v", r)
 			}
 		}},

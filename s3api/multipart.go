@@ -24,6 +24,9 @@ func (a *api) createMultipartUpload(rq *request) error {
 	if err := checkCannedACL(h); err != nil {
 		return err
 	}
+	if err := checkWriteFeatures(h); err != nil {
+		return err
+	}
 	meta, err := parseMeta(h)
 	if err != nil {
 		return err
@@ -145,6 +148,9 @@ type completeResult struct {
 }
 
 func (a *api) completeMultipartUpload(rq *request) error {
+	if err := checkIfNoneMatchWrite(rq.r.Header); err != nil {
+		return err
+	}
 	body, err := readBody(rq, max(a.cfg.MaxXMLBody, bigXMLBody))
 	if err != nil {
 		return err
@@ -311,6 +317,11 @@ func (a *api) listMultipartUploads(rq *request) error {
 		return err
 	}
 	maxUploads = min(maxUploads, maxListKeys)
+	// AWS ignores upload-id-marker without key-marker, and refuses one that
+	// cannot name an upload.
+	if rq.q.Get("key-marker") != "" && rq.q.Get("upload-id-marker") != "" && !store.ValidUploadID(rq.q.Get("upload-id-marker")) {
+		return errInvalidArgument.withMessage("Invalid uploadId marker")
+	}
 	p := store.ListUploadsParams{
 		Prefix: rq.q.Get("prefix"), Delimiter: rq.q.Get("delimiter"),
 		KeyMarker: rq.q.Get("key-marker"), UploadIDMarker: rq.q.Get("upload-id-marker"),

@@ -26,6 +26,12 @@ func (a *api) putObject(rq *request) error {
 	if err := checkCannedACL(rq.r.Header); err != nil {
 		return err
 	}
+	if err := checkWriteFeatures(rq.r.Header); err != nil {
+		return err
+	}
+	if err := checkIfNoneMatchWrite(rq.r.Header); err != nil {
+		return err
+	}
 	opts, err := putOptions(rq, true)
 	if err != nil {
 		return err
@@ -221,6 +227,12 @@ type copyObjectResult struct {
 func (a *api) copyObject(rq *request) error {
 	h := rq.r.Header
 	if err := checkCannedACL(h); err != nil {
+		return err
+	}
+	if err := checkWriteFeatures(h); err != nil {
+		return err
+	}
+	if err := checkTaggingDirective(h); err != nil {
 		return err
 	}
 	src, err := parseCopySource(h)

@@ -187,14 +187,15 @@ func ResolveOperation(r *http.Request, domain string) (op, bucket, key string, o
 // handlers maps implemented operations to their handlers; every other named
 // operation answers NotImplemented.
 var handlers = map[string]handlerFunc{
-	"ListBuckets":       (*api).listBuckets,
-	"CreateBucket":      (*api).createBucket,
-	"HeadBucket":        (*api).headBucket,
-	"DeleteBucket":      (*api).deleteBucket,
-	"GetBucketLocation": (*api).getBucketLocation,
-	"ListObjects":       (*api).listObjectsV1,
-	"ListObjectsV2":     (*api).listObjectsV2,
-	"DeleteObjects":     (*api).deleteObjects,
+	"ListBuckets":        (*api).listBuckets,
+	"CreateBucket":       (*api).createBucket,
+	"HeadBucket":         (*api).headBucket,
+	"DeleteBucket":       (*api).deleteBucket,
+	"GetBucketLocation":  (*api).getBucketLocation,
+	"ListObjects":        (*api).listObjectsV1,
+	"ListObjectsV2":      (*api).listObjectsV2,
+	"DeleteObjects":      (*api).deleteObjects,
+	"ListObjectVersions": (*api).listObjectVersions,
 
 	"GetBucketVersioning":             (*api).getBucketVersioning,
 	"GetBucketAcl":                    (*api).getBucketACL,
@@ -221,6 +222,8 @@ var handlers = map[string]handlerFunc{
 	"PutObjectAcl":        (*api).putObjectACL,
 	"GetObjectTagging":    (*api).getObjectTagging,
 	"GetObjectAttributes": (*api).getObjectAttributes,
+	"GetObjectRetention":  (*api).objectLockNotConfigured,
+	"GetObjectLegalHold":  (*api).objectLockNotConfigured,
 
 	"CreateMultipartUpload":   (*api).createMultipartUpload,
 	"UploadPart":              (*api).uploadPart,

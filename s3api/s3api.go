@@ -113,20 +113,84 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 	return closeOnEmptyExpect(r)
 }
 
-// closeOnEmptyExpect closes the connection after answering an empty request
-// that asked for "Expect: 100-continue". net/http never sends the interim 100
-// for an empty body, and botocore (the aws cli) then keeps the final status
-// line pending on the pooled connection and misreads the next response on it
-// (it stalls until its read timeout). For non-empty bodies net/http already
-// closes a connection whose body was not read.
+// closeOnEmptyExpect closes the connection after answering a request that
+// asked for "Expect: 100-continue" when its body was not read to the end:
+//   - An empty body: net/http never sends the interim 100 for it, and
+//     botocore (the aws cli) then keeps the final status line pending on the
+//     pooled connection and misreads the next response on it.
+//   - An early answer (a bad signature, a missing bucket) before the body:
+//     without "Connection: close", net/http reads the unread body before it
+//     sends the answer (to keep the connection), and the client, still
+//     waiting for the 100, sends nothing: the answer only went out when the
+//     client's own wait ran out (seconds). With it, the answer goes out at
+//     once and the connection ends, so the client never sends the body.
+//
+// The request handed on is a shallow copy, so the server's own request keeps
+// its body reader.
 func closeOnEmptyExpect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
-			w.Header().Set("Connection", "close")
+		if !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		if r.ContentLength == 0 {
+			w.Header().Set("Connection", "close")
+			next.ServeHTTP(w, r)
+			return
+		}
+		body := &eofReader{ReadCloser: r.Body}
+		r2 := r.WithContext(r.Context())
+		r2.Body = body
+		next.ServeHTTP(&closeUnlessRead{ResponseWriter: w, body: body}, r2)
 	})
 }
+
+// eofReader records whether its reader reached EOF. Its Close does not
+// close the request body: closing an unread body makes net/http drain it
+// (up to 256 KiB) while the answer waits, and the client, waiting for the
+// 100, sends nothing. The server closes the body itself after the answer.
+type eofReader struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (e *eofReader) Close() error { return nil }
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.ReadCloser.Read(p)
+	if err == io.EOF {
+		e.eof = true
+	}
+	return n, err
+}
+
+// closeUnlessRead asks for "Connection: close" when the answer starts before
+// the request body was read to its end.
+type closeUnlessRead struct {
+	http.ResponseWriter
+	body        *eofReader
+	wroteHeader bool
+}
+
+func (c *closeUnlessRead) WriteHeader(code int) {
+	if !c.wroteHeader && code >= http.StatusOK {
+		c.wroteHeader = true
+		if !c.body.eof {
+			c.ResponseWriter.Header().Set("Connection", "close")
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *closeUnlessRead) Write(p []byte) (int, error) {
+	if !c.wroteHeader {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (c *closeUnlessRead) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // vhostBucket returns the bucket of a virtual-host-style Host, or "".
 func vhostBucket(host, domain string) string {
@@ -231,6 +295,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 	rq.size = res.DecodedLength
 	rq.trailer = res.Trailer
 	if err := a.authorize(rq); err != nil {
+		a.writeError(rq, err)
+		return
+	}
+	if err := checkExpectedOwner(rq); err != nil {
 		a.writeError(rq, err)
 		return
 	}

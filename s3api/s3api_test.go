@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -338,21 +339,32 @@ func TestReaderClosedOnSuccess(t *testing.T) {
 	}
 }
 
-// TestEmptyExpectContinueClosesConnection: an empty PUT with Expect:
-// 100-continue is answered with Connection: close; others keep the connection.
+// TestEmptyExpectContinueClosesConnection: a PUT with Expect: 100-continue
+// whose body was not read to its end (empty, or answered early) is answered
+// with Connection: close; others keep the connection.
 func TestEmptyExpectContinueClosesConnection(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		expect    string
 		body      string
+		read      bool
 		wantClose bool
 	}{
 		{name: "empty with expect", expect: "100-continue", wantClose: true},
 		{name: "empty without expect"},
-		{name: "body with expect", expect: "100-continue", body: "x"},
+		{name: "body with expect, read", expect: "100-continue", body: "x", read: true},
+		{name: "body with expect, answered early", expect: "100-continue", body: "x", wantClose: true},
+		{name: "body without expect, answered early", body: "x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := closeOnEmptyExpect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+			h := closeOnEmptyExpect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.read {
+					if _, err := io.Copy(io.Discard, r.Body); err != nil {
+						t.Error(err)
+					}
+				}
+				w.WriteHeader(200)
+			}))
 			req := httptest.NewRequest("PUT", "/b/k", strings.NewReader(tc.body))
 			if tc.expect != "" {
 				req.Header.Set("Expect", tc.expect)

@@ -78,9 +78,11 @@ func decodeXML(data []byte, v any) error {
 }
 
 // s3URLEncode encodes a key or prefix for encoding-type=url as S3 does: query
-// escaping, with "/" left readable.
+// escaping, with "/" left readable and a space as "%20" (QueryEscape's "+"
+// would decode as a literal "+" in clients that path-unescape; a literal "+"
+// is already "%2B").
 func s3URLEncode(s string) string {
-	return strings.ReplaceAll(url.QueryEscape(s), "%2F", "/")
+	return strings.NewReplacer("%2F", "/", "+", "%20").Replace(url.QueryEscape(s))
 }
 
 // encoder applies encoding-type=url when requested.

@@ -54,6 +54,31 @@ func CheckCompleteParts(req []CompletePart, have map[int]PartInfo) ([]PartInfo, 
 	return out, nil
 }
 
+// RepeatedComplete decides whether a CompleteMultipartUpload of an upload
+// that no longer exists repeats the completion that wrote the current object
+// (an SDK retry after a lost reply, or the loser of two concurrent
+// Completes): obj must have been written by uploadID's Complete, and the
+// request must list exactly the parts the object is made of (same numbers,
+// same ETags, same checksums where listed). Then it returns obj as the
+// answer; otherwise the upload is gone for this request: ErrNoSuchUpload.
+// Engines call it under the upload's and the object's locks, with obj and
+// its parts read after the locks were taken.
+func RepeatedComplete(uploadID string, req []CompletePart, obj ObjectInfo) (ObjectInfo, error) {
+	gone := fmt.Errorf("%w: upload %q was not found (not in progress, and not the completion of the current object)", ErrNoSuchUpload, uploadID)
+	if uploadID == "" || obj.Meta.CompletedUpload != uploadID || len(req) != len(obj.Parts) {
+		return ObjectInfo{}, gone
+	}
+	have := make(map[int]PartInfo, len(obj.Parts))
+	for _, p := range obj.Parts {
+		have[p.Number] = p
+	}
+	chosen, err := CheckCompleteParts(req, have)
+	if err != nil || len(chosen) != len(obj.Parts) {
+		return ObjectInfo{}, gone
+	}
+	return obj, nil
+}
+
 // MultipartETag is the S3 ETag of a multipart object: the hex MD5 of the
 // concatenated binary MD5s of the parts, then "-N".
 func MultipartETag(parts []PartInfo) string {
@@ -178,4 +203,14 @@ func NewUploadID() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the process instead)
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ValidUploadID reports whether id has the form NewUploadID gives: 43
+// base64url characters encoding 32 bytes. Anything else names no upload.
+func ValidUploadID(id string) bool {
+	if len(id) != base64.RawURLEncoding.EncodedLen(32) {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(id)
+	return err == nil && len(raw) == 32
 }

@@ -254,3 +254,63 @@ func TestNewUploadID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+func TestRepeatedComplete(t *testing.T) {
+	const id = "upload-1"
+	obj := ObjectInfo{
+		Key: "k", ETag: "abc-2", Meta: ObjectMeta{CompletedUpload: id},
+		Checksum: Checksum{Algorithm: AlgCRC32, Value: "AAAAAA==-2", Type: ChecksumComposite},
+		Parts: []PartInfo{
+			{Number: 1, Size: MinPartSize, ETag: "e1", Checksum: Checksum{Algorithm: AlgCRC32, Value: "c1"}},
+			{Number: 3, Size: 1, ETag: "e3", Checksum: Checksum{Algorithm: AlgCRC32, Value: "c3"}},
+		},
+	}
+	same := []CompletePart{{Number: 1, ETag: `"e1"`}, {Number: 3, ETag: "E3", Checksums: map[string]string{AlgCRC32: "c3"}}}
+	tests := []struct {
+		name   string
+		id     string
+		req    []CompletePart
+		obj    ObjectInfo
+		repeat bool
+	}{
+		{"same parts", id, same, obj, true},
+		{"other upload", "upload-2", same, obj, false},
+		{"empty id", "", same, ObjectInfo{Parts: obj.Parts}, false},
+		{"object not from a Complete", id, same, ObjectInfo{Parts: obj.Parts}, false},
+		{"fewer parts", id, same[:1], obj, false},
+		{"other part number", id, []CompletePart{{Number: 1, ETag: "e1"}, {Number: 2, ETag: "e3"}}, obj, false},
+		{"other etag", id, []CompletePart{{Number: 1, ETag: "e1"}, {Number: 3, ETag: "zz"}}, obj, false},
+		{"other checksum", id, []CompletePart{{Number: 1, ETag: "e1"}, {Number: 3, ETag: "e3", Checksums: map[string]string{AlgCRC32: "xx"}}}, obj, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RepeatedComplete(tt.id, tt.req, tt.obj)
+			if tt.repeat {
+				if err != nil || got.ETag != obj.ETag || got.Checksum != obj.Checksum {
+					t.Fatalf("RepeatedComplete = %+v, %v; want the object's result", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNoSuchUpload) {
+				t.Fatalf("RepeatedComplete err = %v, want ErrNoSuchUpload", err)
+			}
+		})
+	}
+}
+
+func TestValidUploadID(t *testing.T) {
+	for _, tt := range []struct {
+		id string
+		ok bool
+	}{
+		{NewUploadID(), true},
+		{"", false},
+		{"abc", false},
+		{strings.Repeat("A", 42) + "!", false},
+		{NewUploadID() + "A", false},
+	} {
+		if got := ValidUploadID(tt.id); got != tt.ok {
+			t.Errorf("ValidUploadID(%q) = %v, want %v", tt.id, got, tt.ok)
+		}
+	}
+}

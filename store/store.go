@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -71,7 +72,7 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reade
 // is ErrNoSuchKey without asking the engine.
 func (s *Store) GetObject(ctx context.Context, bucket, key string, opts GetOptions, head bool) (ObjectInfo, *ByteRange, Reader, error) {
 	if err := ValidKey(key); err != nil {
-		return ObjectInfo{}, nil, nil, fmt.Errorf("%w: %v", ErrNoSuchKey, err)
+		return ObjectInfo{}, nil, nil, s.bucketFirst(ctx, bucket, fmt.Errorf("%w: %v", ErrNoSuchKey, err))
 	}
 	if err := checkPartNumber(opts.PartNumber, true); err != nil {
 		return ObjectInfo{}, nil, nil, err
@@ -186,7 +187,7 @@ func (s *Store) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 // UploadPart implements ObjectStore; the part number must be 1..MaxPartNumber.
 func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts PutOptions) (PartInfo, error) {
 	if err := checkUploadTarget(key, uploadID); err != nil {
-		return PartInfo{}, err
+		return PartInfo{}, s.bucketFirst(ctx, bucket, err)
 	}
 	if err := checkPartNumber(partNumber, false); err != nil {
 		return PartInfo{}, err
@@ -194,13 +195,14 @@ func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, pa
 	if err := checkPutOptions(opts); err != nil {
 		return PartInfo{}, err
 	}
-	return s.e.UploadPart(ctx, bucket, key, uploadID, partNumber, body, opts)
+	pi, err := s.e.UploadPart(ctx, bucket, key, uploadID, partNumber, body, opts)
+	return pi, s.bucketFirst(ctx, bucket, err)
 }
 
 // UploadPartCopy implements ObjectStore.
 func (s *Store) UploadPartCopy(ctx context.Context, src CopySource, bucket, key, uploadID string, partNumber int) (PartInfo, error) {
 	if err := checkUploadTarget(key, uploadID); err != nil {
-		return PartInfo{}, err
+		return PartInfo{}, s.bucketFirst(ctx, bucket, err)
 	}
 	if err := checkPartNumber(partNumber, false); err != nil {
 		return PartInfo{}, err
@@ -211,14 +213,15 @@ func (s *Store) UploadPartCopy(ctx context.Context, src CopySource, bucket, key,
 	if r := src.Range; r != nil && (r.Start < 0 || r.End < r.Start) {
 		return PartInfo{}, fmt.Errorf("%w: x-amz-copy-source-range bytes=%d-%d must be of the form bytes=first-last with first <= last", ErrInvalidArgument, r.Start, r.End)
 	}
-	return s.e.UploadPartCopy(ctx, src, bucket, key, uploadID, partNumber)
+	pi, err := s.e.UploadPartCopy(ctx, src, bucket, key, uploadID, partNumber)
+	return pi, s.bucketFirst(ctx, bucket, err)
 }
 
 // CompleteMultipartUpload implements ObjectStore; the part list must not be
 // empty (the engine runs CheckCompleteParts against the stored parts).
 func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []CompletePart, opts PutOptions) (ObjectInfo, error) {
 	if err := checkUploadTarget(key, uploadID); err != nil {
-		return ObjectInfo{}, err
+		return ObjectInfo{}, s.bucketFirst(ctx, bucket, err)
 	}
 	if len(parts) == 0 {
 		return ObjectInfo{}, fmt.Errorf("%w: You must specify at least one part", ErrInvalidRequest)
@@ -226,28 +229,30 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 	if len(parts) > MaxPartNumber {
 		return ObjectInfo{}, fmt.Errorf("%w: %d parts, at most %d", ErrInvalidRequest, len(parts), MaxPartNumber)
 	}
-	return s.e.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts, opts)
+	info, err := s.e.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts, opts)
+	return info, s.bucketFirst(ctx, bucket, err)
 }
 
 // AbortMultipartUpload implements ObjectStore.
 func (s *Store) AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error {
 	if err := checkUploadTarget(key, uploadID); err != nil {
-		return err
+		return s.bucketFirst(ctx, bucket, err)
 	}
-	return s.e.AbortMultipartUpload(ctx, bucket, key, uploadID)
+	return s.bucketFirst(ctx, bucket, s.e.AbortMultipartUpload(ctx, bucket, key, uploadID))
 }
 
 // ListParts implements ObjectStore. maxParts above MaxListKeys is clamped;
 // negative bounds are ErrInvalidArgument.
 func (s *Store) ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (ListPartsResult, error) {
 	if err := checkUploadTarget(key, uploadID); err != nil {
-		return ListPartsResult{}, err
+		return ListPartsResult{}, s.bucketFirst(ctx, bucket, err)
 	}
 	if partMarker < 0 || maxParts < 0 {
 		return ListPartsResult{}, fmt.Errorf("%w: part-number-marker and max-parts must not be negative", ErrInvalidArgument)
 	}
 	maxParts = min(maxParts, MaxListKeys)
-	return s.e.ListParts(ctx, bucket, key, uploadID, partMarker, maxParts)
+	res, err := s.e.ListParts(ctx, bucket, key, uploadID, partMarker, maxParts)
+	return res, s.bucketFirst(ctx, bucket, err)
 }
 
 // ListMultipartUploads implements ObjectStore. MaxUploads above MaxListKeys is
@@ -258,6 +263,20 @@ func (s *Store) ListMultipartUploads(ctx context.Context, bucket string, p ListU
 	}
 	p.MaxUploads = min(p.MaxUploads, MaxListKeys)
 	return s.e.ListMultipartUploads(ctx, bucket, p)
+}
+
+// bucketFirst gives NoSuchBucket precedence over NoSuchUpload and NoSuchKey,
+// as S3 does: an upload or key looked up in a bucket that does not exist is
+// reported as the missing bucket. Only the miss pays the extra lookup; other
+// errors (and nil) pass unchanged.
+func (s *Store) bucketFirst(ctx context.Context, bucket string, err error) error {
+	if err == nil || (!errors.Is(err, ErrNoSuchUpload) && !errors.Is(err, ErrNoSuchKey)) {
+		return err
+	}
+	if _, herr := s.HeadBucket(ctx, bucket); errors.Is(herr, ErrNoSuchBucket) {
+		return herr
+	}
+	return err
 }
 
 // checkPutOptions rejects what can be refused before any content is read.

@@ -134,7 +134,11 @@ func TestStoreValidation(t *testing.T) {
 			_, _, _, err := s.GetObject(ctx, "b", "k", GetOptions{PartNumber: 3}, false)
 			return err
 		}, nil, "GetObject"},
-		{"get impossible key", func(s *Store) error { _, _, _, err := s.GetObject(ctx, "b", long, GetOptions{}, true); return err }, ErrNoSuchKey, ""},
+		{"get impossible key", func(s *Store) error { _, _, _, err := s.GetObject(ctx, "b", long, GetOptions{}, true); return err }, ErrNoSuchKey, "HeadBucket"},
+		{"get impossible key in a missing bucket", func(s *Store) error {
+			_, _, _, err := s.GetObject(ctx, "missing", long, GetOptions{}, true)
+			return err
+		}, ErrNoSuchBucket, "HeadBucket"},
 		{"get bad part number", func(s *Store) error {
 			_, _, _, err := s.GetObject(ctx, "b", "k", GetOptions{PartNumber: MaxPartNumber + 1}, false)
 			return err
@@ -202,7 +206,12 @@ func TestStoreValidation(t *testing.T) {
 		{"upload part no upload id", func(s *Store) error {
 			_, err := s.UploadPart(ctx, "b", "k", "", 1, body(), PutOptions{Size: 1})
 			return err
-		}, ErrNoSuchUpload, ""},
+		}, ErrNoSuchUpload, "HeadBucket"}, // NoSuchBucket would come first
+		{"upload part in a missing bucket", func(s *Store) error {
+			_, err := s.UploadPart(ctx, "missing", "k", "", 1, body(), PutOptions{Size: 1})
+			return err
+		}, ErrNoSuchBucket, "HeadBucket"},
+		{"list parts in a missing bucket", func(s *Store) error { _, err := s.ListParts(ctx, "missing", "k", "", 0, 10); return err }, ErrNoSuchBucket, "HeadBucket"},
 		{"upload part copy ok", func(s *Store) error {
 			_, err := s.UploadPartCopy(ctx, CopySource{Bucket: "b", Key: "s", Range: &ByteRange{0, 9}}, "b", "k", up, 2)
 			return err
@@ -224,7 +233,7 @@ func TestStoreValidation(t *testing.T) {
 			return err
 		}, ErrInvalidRequest, ""},
 		{"abort ok", func(s *Store) error { return s.AbortMultipartUpload(ctx, "b", "k", up) }, nil, "AbortMultipartUpload"},
-		{"abort impossible key", func(s *Store) error { return s.AbortMultipartUpload(ctx, "b", long, up) }, ErrNoSuchUpload, ""},
+		{"abort impossible key", func(s *Store) error { return s.AbortMultipartUpload(ctx, "b", long, up) }, ErrNoSuchUpload, "HeadBucket"},
 		{"list parts negative", func(s *Store) error { _, err := s.ListParts(ctx, "b", "k", up, -1, 10); return err }, ErrInvalidArgument, ""},
 		{"list uploads negative", func(s *Store) error {
 			_, err := s.ListMultipartUploads(ctx, "b", ListUploadsParams{MaxUploads: -5})

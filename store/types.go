@@ -81,6 +81,11 @@ type ObjectMeta struct {
 	CacheControl       string            `json:"cc,omitempty"`
 	Expires            string            `json:"ex,omitempty"`
 	User               map[string]string `json:"um,omitempty"` // x-amz-meta-* with the prefix removed, keys lower case
+	// CompletedUpload is the id of the multipart upload whose Complete
+	// wrote this object ("" otherwise). It is never sent to clients: it lets
+	// a repeated CompleteMultipartUpload (an SDK retry after a lost reply)
+	// answer the same result while the object it wrote is still in place.
+	CompletedUpload string `json:"mpu,omitempty"`
 }
 
 // Bucket is one bucket.

@@ -212,14 +212,20 @@ func TestBuckets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.DeleteBucket(ctx, "a0"); !errors.Is(err, store.ErrBucketNotEmpty) {
-		t.Errorf("delete with upload = %v", err)
-	}
-	if err := e.AbortMultipartUpload(ctx, "a0", "k", u.UploadID); err != nil {
+	if _, err := e.UploadPart(ctx, "a0", "k", u.UploadID, 1, bytes.NewReader([]byte("part")), store.PutOptions{Size: 4}); err != nil {
 		t.Fatal(err)
 	}
+	// Only in-progress uploads: they go with the bucket, parts included.
 	if err := e.DeleteBucket(ctx, "a0"); err != nil {
-		t.Errorf("delete empty = %v", err)
+		t.Errorf("delete with only an upload = %v", err)
+	}
+	var left int
+	if err := e.DB().QueryRowContext(ctx, `SELECT (SELECT count(*) FROM uploads WHERE upload_id = ?1) +
+		(SELECT count(*) FROM upload_parts WHERE upload_id = ?1)`, u.UploadID).Scan(&left); err != nil || left != 0 {
+		t.Errorf("upload rows left after DeleteBucket: %d, %v", left, err)
+	}
+	if err := e.AbortMultipartUpload(ctx, "a0", "k", u.UploadID); !errors.Is(err, store.ErrNoSuchUpload) {
+		t.Errorf("abort of an upload dropped with its bucket = %v", err)
 	}
 	if err := e.DeleteBucket(ctx, "a0"); !errors.Is(err, store.ErrNoSuchBucket) {
 		t.Errorf("delete missing = %v", err)

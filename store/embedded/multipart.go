@@ -208,6 +208,10 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	info := store.ObjectInfo{Bucket: bucket, Key: key}
 	err = e.withWrite(ctx, func(tx *sql.Tx) error {
 		u, err := loadUpload(ctx, tx, bucket, key, uploadID)
+		if errors.Is(err, store.ErrNoSuchUpload) {
+			info, err = repeatedComplete(ctx, tx, bucket, key, uploadID, parts, opts)
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -230,9 +234,11 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		for _, p := range chosen {
 			size += p.Size
 		}
-		info.Size, info.ETag, info.Checksum, info.Meta = size, store.MultipartETag(chosen), ck, u.Meta
+		meta := u.Meta
+		meta.CompletedUpload = uploadID // remembered for a repeated Complete
+		info.Size, info.ETag, info.Checksum, info.Meta = size, store.MultipartETag(chosen), ck, meta
 		lm, err := writeObject(ctx, tx, objectRow{bucket: bucket, key: key, size: size, etag: info.ETag,
-			meta: u.Meta, checksum: ck, partCount: len(chosen)}, opts)
+			meta: meta, checksum: ck, partCount: len(chosen)}, opts)
 		if err != nil {
 			return err
 		}
@@ -258,6 +264,32 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	})
 	if err != nil {
 		return store.ObjectInfo{}, wrap(err)
+	}
+	return info, nil
+}
+
+// repeatedComplete answers a Complete of an upload that is no longer in
+// progress: the same result as the completion that wrote the current object,
+// if that is what the request repeats (store.RepeatedComplete), else
+// ErrNoSuchUpload (or NoSuchBucket when the bucket is gone). The caller holds
+// the upload's and the object's locks.
+func repeatedComplete(ctx context.Context, tx *sql.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
+	r, err := resolveObject(ctx, tx, bucket, key)
+	if errors.Is(err, store.ErrNoSuchKey) {
+		if berr := bucketExists(ctx, tx, bucket); berr != nil {
+			return store.ObjectInfo{}, berr
+		}
+		return store.ObjectInfo{}, fmt.Errorf("upload %q: %w", uploadID, store.ErrNoSuchUpload)
+	}
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	info, err := store.RepeatedComplete(uploadID, parts, r.info)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if err := enginekit.VerifyCompleteChecksum(opts, info.Checksum); err != nil {
+		return store.ObjectInfo{}, err
 	}
 	return info, nil
 }

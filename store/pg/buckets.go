@@ -56,24 +56,31 @@ func (e *Engine) HeadBucket(ctx context.Context, name string) (store.Bucket, err
 	return b, nil
 }
 
-// DeleteBucket implements store.ObjectStore: a bucket with objects or
-// multipart uploads is ErrBucketNotEmpty. A put racing the delete either
-// commits first (the FK check then refuses the delete) or finds the bucket
-// gone (its FK check fails and it reports ErrNoSuchBucket).
+// DeleteBucket implements store.ObjectStore: a bucket with objects is
+// ErrBucketNotEmpty; in-progress multipart uploads go with the bucket, in the
+// same transaction, as on S3 (their part rows cascade, GC reclaims the part
+// blobs as after an abort). Row locks arbitrate the races: the DELETE of an
+// upload row waits for a Complete that holds it FOR UPDATE and for a part
+// write whose foreign-key check holds it FOR KEY SHARE; a part written after
+// the delete fails its foreign key (NoSuchUpload). An object committed
+// meanwhile (a put, or the Complete that was waited for) makes the final
+// DELETE fail its foreign key: ErrBucketNotEmpty, and the uploads stay.
 func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
 	err := e.withTx(ctx, func(tx pgx.Tx) error {
-		var exists, hasObjects, hasUploads bool
+		var exists, hasObjects bool
 		if err := tx.QueryRow(ctx, `SELECT
 				EXISTS (SELECT 1 FROM buckets WHERE name = $1),
-				EXISTS (SELECT 1 FROM objects WHERE bucket = $1),
-				EXISTS (SELECT 1 FROM uploads WHERE bucket = $1)`, name).Scan(&exists, &hasObjects, &hasUploads); err != nil {
+				EXISTS (SELECT 1 FROM objects WHERE bucket = $1)`, name).Scan(&exists, &hasObjects); err != nil {
 			return mapErr(err)
 		}
 		switch {
 		case !exists:
 			return store.ErrNoSuchBucket
-		case hasObjects || hasUploads:
+		case hasObjects:
 			return store.ErrBucketNotEmpty
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM uploads WHERE bucket = $1`, name); err != nil {
+			return fmt.Errorf("drop uploads: %w", mapErr(err))
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM buckets WHERE name = $1`, name); err != nil {
 			if isFKViolation(err, "objects_bucket_fkey") || isFKViolation(err, "uploads_bucket_fkey") {

@@ -186,6 +186,12 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 			return err
 		}
 		u, err := loadUpload(ctx, tx, bucket, key, uploadID, true)
+		if errors.Is(err, store.ErrNoSuchUpload) {
+			// Read after the locks: a Complete that won a race committed
+			// before they were granted, and this statement sees it.
+			info, err = e.repeatedComplete(ctx, tx, bucket, key, uploadID, parts, opts)
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -230,9 +236,11 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 			nums[i], starts[i] = int32(p.Number), size
 			size += p.Size
 		}
-		info.Size, info.ETag, info.Checksum, info.Meta = size, store.MultipartETag(chosen), ck, u.Meta
+		meta := u.Meta
+		meta.CompletedUpload = uploadID // remembered for a repeated Complete
+		info.Size, info.ETag, info.Checksum, info.Meta = size, store.MultipartETag(chosen), ck, meta
 		lm, err := writeObject(ctx, tx, objectRow{bucket: bucket, key: key, size: size, etag: info.ETag,
-			meta: u.Meta, checksum: ck, partCount: len(chosen)}, opts)
+			meta: meta, checksum: ck, partCount: len(chosen)}, opts)
 		if err != nil {
 			return err
 		}
@@ -254,6 +262,32 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	})
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("complete %q of %s/%s: %w", uploadID, bucket, key, err)
+	}
+	return info, nil
+}
+
+// repeatedComplete answers a Complete of an upload that is no longer in
+// progress: the same result as the completion that wrote the current object,
+// if that is what the request repeats (store.RepeatedComplete), else
+// ErrNoSuchUpload (or NoSuchBucket when the bucket is gone). The caller holds
+// the upload's and the object's locks.
+func (e *Engine) repeatedComplete(ctx context.Context, tx pgx.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
+	r, err := resolveObject(ctx, tx, bucket, key, false, false)
+	if errors.Is(err, store.ErrNoSuchKey) {
+		if berr := e.bucketExists(ctx, tx, bucket); berr != nil {
+			return store.ObjectInfo{}, berr
+		}
+		return store.ObjectInfo{}, fmt.Errorf("upload %q: %w", uploadID, store.ErrNoSuchUpload)
+	}
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	info, err := store.RepeatedComplete(uploadID, parts, r.info)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if err := enginekit.VerifyCompleteChecksum(opts, info.Checksum); err != nil {
+		return store.ObjectInfo{}, err
 	}
 	return info, nil
 }

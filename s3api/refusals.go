@@ -1,0 +1,109 @@
+package s3api
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Headers that ask for features s3gate does not have. Each is refused with a
+// clear error rather than accepted and ignored: a backup tool that sets a
+// retention must never believe it got one (design §4, invariant 10).
+
+// errNoObjectLock is AWS's answer to an Object Lock header on a bucket
+// without Object Lock, which every bucket here is.
+var errNoObjectLock = errInvalidRequest.withMessage("Bucket is missing Object Lock Configuration")
+
+// validStorageClasses are the names AWS accepts in x-amz-storage-class.
+var validStorageClasses = map[string]bool{
+	"STANDARD": true, "REDUCED_REDUNDANCY": true, "STANDARD_IA": true, "ONEZONE_IA": true,
+	"INTELLIGENT_TIERING": true, "GLACIER": true, "DEEP_ARCHIVE": true, "OUTPOSTS": true,
+	"GLACIER_IR": true, "SNOW": true, "EXPRESS_ONEZONE": true,
+}
+
+// checkWriteFeatures refuses the headers of PutObject, CopyObject and
+// CreateMultipartUpload that would change what is stored in ways s3gate
+// does not honour: Object Lock, tags, website redirects, storage classes
+// other than STANDARD.
+func checkWriteFeatures(h http.Header) error {
+	for _, name := range []string{"x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold"} {
+		if _, ok := h[http.CanonicalHeaderKey(name)]; ok {
+			return errNoObjectLock
+		}
+	}
+	if h.Get("x-amz-tagging") != "" {
+		return errNotImplemented.withMessage("Object tagging (x-amz-tagging) is not supported: s3gate stores no tags.")
+	}
+	if h.Get("x-amz-website-redirect-location") != "" {
+		return errNotImplemented.withMessage("x-amz-website-redirect-location is not supported: s3gate serves no website endpoints.")
+	}
+	switch sc := h.Get("x-amz-storage-class"); {
+	case sc == "" || sc == "STANDARD":
+	case validStorageClasses[sc]:
+		return errNotImplemented.withMessage("The storage class " + sc + " is not supported: s3gate stores every object as STANDARD.")
+	default:
+		return errInvalidStorageClass
+	}
+	return nil
+}
+
+// checkTaggingDirective reads CopyObject's x-amz-tagging-directive: COPY
+// (the default; sources carry no tags here) and REPLACE without tags keep
+// the destination untagged, which is what s3gate does; REPLACE with tags is
+// refused by checkWriteFeatures.
+func checkTaggingDirective(h http.Header) error {
+	switch strings.ToUpper(h.Get("x-amz-tagging-directive")) {
+	case "", "COPY", "REPLACE":
+		return nil
+	default:
+		return errInvalidArgument.withMessage("Unknown tagging directive.")
+	}
+}
+
+// checkIfNoneMatchWrite accepts only "If-None-Match: *" on PutObject and
+// CompleteMultipartUpload, as AWS does: any other value is NotImplemented.
+func checkIfNoneMatchWrite(h http.Header) error {
+	if v := h.Get("If-None-Match"); v != "" && strings.TrimSpace(v) != "*" {
+		return errNotImplemented.withMessage("If-None-Match with an entity tag is not supported on writes; use If-None-Match: *.")
+	}
+	return nil
+}
+
+// checkObjectLockEnabled reads CreateBucket's
+// x-amz-bucket-object-lock-enabled: "true" asks for Object Lock, which s3gate
+// does not have.
+func checkObjectLockEnabled(h http.Header) error {
+	switch v := strings.ToLower(strings.TrimSpace(h.Get("x-amz-bucket-object-lock-enabled"))); v {
+	case "", "false":
+		return nil
+	case "true":
+		return errNotImplemented.withMessage("Object Lock is not supported: s3gate cannot make objects immutable, so it creates no bucket with Object Lock enabled.")
+	default:
+		return errInvalidArgument.withMessage("Invalid x-amz-bucket-object-lock-enabled value: it must be true or false.")
+	}
+}
+
+// checkExpectedOwner compares x-amz-expected-bucket-owner (and, for copies,
+// x-amz-source-expected-bucket-owner) with the owner id this gateway reports
+// for the caller's buckets (ownerOf): a mismatch is AccessDenied, as on AWS.
+func checkExpectedOwner(rq *request) error {
+	id := ownerOf(rq).ID
+	for _, name := range []string{"x-amz-expected-bucket-owner", "x-amz-source-expected-bucket-owner"} {
+		if v := rq.r.Header.Get(name); v != "" && v != id {
+			return errAccessDenied
+		}
+	}
+	return nil
+}
+
+// objectLockNotConfigured answers GetObjectRetention and GetObjectLegalHold:
+// after checking the object exists, AWS's answer for a bucket without Object
+// Lock.
+func (a *api) objectLockNotConfigured(rq *request) error {
+	if err := checkVersionID(rq); err != nil {
+		return err
+	}
+	if _, err := a.headObject(rq); err != nil {
+		return err
+	}
+	return errNoObjectLock
+}
