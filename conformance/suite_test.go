@@ -72,11 +72,51 @@ func combos() []combo {
 	return out
 }
 
+// EnvFullMatrix makes every suite run the whole engine × transport matrix
+// (make test-full); by default suites whose code path does not depend on the
+// transport run the lighter cut of lightCombos.
+const EnvFullMatrix = "S3GATE_FULL_MATRIX"
+
+// lightCombos is the lighter cut of the matrix: every engine once, the
+// transports alternating so that both are covered (embedded and pglo over
+// HTTPS, pgchunks and local over HTTP). With S3GATE_FULL_MATRIX set it is
+// the whole matrix.
+func lightCombos() []combo {
+	all := combos()
+	if testgw.External() || os.Getenv(EnvFullMatrix) != "" {
+		return all
+	}
+	var out []combo
+	for i, e := range testgw.Engines() {
+		tr := "https"
+		if i%2 == 1 {
+			tr = "http"
+		}
+		out = append(out, combo{Engine: e, Transport: tr})
+	}
+	return out
+}
+
+// forEachEngine is forEachCombo over lightCombos: for suites whose requests
+// do not change with the transport (the SDK and minio-go suites, whose
+// signing and chunking do, keep the whole matrix).
+func forEachEngine(t *testing.T, fn func(t *testing.T, c combo, gw *testgw.Gateway)) {
+	t.Helper()
+	runCells(t, lightCombos(), fn)
+}
+
 // forEachCombo starts one gateway per matrix cell and runs fn as a parallel
 // subtest named "engine/transport"; fn's own subtests share that gateway.
 func forEachCombo(t *testing.T, fn func(t *testing.T, c combo, gw *testgw.Gateway)) {
 	t.Helper()
-	for _, c := range combos() {
+	runCells(t, combos(), fn)
+}
+
+// runCells starts one gateway per cell and runs fn as a parallel subtest
+// named "engine/transport".
+func runCells(t *testing.T, cells []combo, fn func(t *testing.T, c combo, gw *testgw.Gateway)) {
+	t.Helper()
+	for _, c := range cells {
 		t.Run(fmt.Sprintf("%s/%s", c.Engine, c.Transport), func(t *testing.T) {
 			// Cells run side by side (up to -parallel, GOMAXPROCS by default):
 			// much of a cell's time is waiting on clients, fsync and commits.
