@@ -62,6 +62,7 @@ var (
 	errInvalidAttributeName     = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid attribute name specified."}
 	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
 	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
+	errMissingContentLength     = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
 )
 
 // notFoundDefault builds the "no such configuration" answers that clients

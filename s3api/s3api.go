@@ -234,6 +234,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		a.writeError(rq, err)
 		return
 	}
+	if err := checkRequestShape(rq); err != nil {
+		a.writeError(rq, err)
+		return
+	}
 
 	fn, ok := handlers[rq.op]
 	if !ok {
@@ -242,6 +246,20 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 	if err := fn(a, rq); err != nil {
 		a.writeError(rq, err)
 	}
+}
+
+// checkRequestShape refuses what no handler can take: text parameters with
+// NUL or invalid UTF-8, and a PutObject or UploadPart that declares no length
+// at all (no Content-Length, no chunked transfer), which S3 answers 411.
+func checkRequestShape(rq *request) error {
+	if err := checkTextParams(rq.q); err != nil {
+		return err
+	}
+	if (rq.op == "PutObject" || rq.op == "UploadPart") && rq.r.Header.Get("Content-Length") == "" &&
+		len(rq.r.TransferEncoding) == 0 && rq.r.ContentLength <= 0 {
+		return errMissingContentLength
+	}
+	return nil
 }
 
 // unsupported answers operations without a handler: known S3 operations are
