@@ -347,12 +347,23 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // countingReader counts the request body bytes read.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	eof bool // the body was read to its end
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err == io.EOF {
+		c.eof = true
+	}
 	return n, err
+}
+
+// bodyLeftUnread reports a request whose body may still be (partly) on the
+// wire: the connection must not carry another request, or the rest of this
+// body would be read as one.
+func (rq *request) bodyLeftUnread() bool {
+	return !rq.body.eof && (rq.r.ContentLength > 0 || len(rq.r.TransferEncoding) > 0)
 }
