@@ -78,7 +78,10 @@ func TestDataDirModes(t *testing.T) {
 			})
 			c := s3.NewFromConfig(aws.Config{Region: cfg.Region,
 				Credentials: credentials.NewStaticCredentialsProvider(srv.RootKey.AccessKey, srv.RootKey.SecretKey, "")},
-				func(o *s3.Options) { o.BaseEndpoint = aws.String("http://" + ln.Addr().String()); o.UsePathStyle = true })
+				func(o *s3.Options) {
+					o.BaseEndpoint = aws.String("http://" + ln.Addr().String())
+					o.UsePathStyle = true
+				})
 			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
 			defer rcancel()
 			if _, err := c.CreateBucket(rctx, &s3.CreateBucketInput{Bucket: aws.String("modes")}); err != nil {
