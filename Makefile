@@ -27,7 +27,7 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 40m ./...
 	@# The race detector multiplies memory: the heap high-water test runs without it.
-	$(GO) test -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat' -v ./conformance/
+	$(GO) test -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat|TestHostileInputRSS' -v ./conformance/ ./cmd/s3gate/
 
 test-short:
 	$(GO) test -short -count=1 ./...
