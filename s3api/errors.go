@@ -218,3 +218,16 @@ func OverloadAnswer() []byte {
 	return []byte(fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\nServer: s3gate\r\n\r\n%s%s",
 		e.Status, http.StatusText(e.Status), len(xml.Header)+len(body), xml.Header, body))
 }
+
+// HeaderTooLargeAnswer is S3's whole HTTP/1.1 answer to a request whose
+// header section exceeds max bytes: 400 RequestHeaderSectionTooLarge.
+func HeaderTooLargeAnswer(max int) []byte {
+	body, _ := xml.Marshal(struct { // string and int fields: cannot fail
+		XMLName        xml.Name `xml:"Error"`
+		Code           string   `xml:"Code"`
+		Message        string   `xml:"Message"`
+		MaxSizeAllowed int      `xml:"MaxSizeAllowed"`
+	}{Code: "RequestHeaderSectionTooLarge", Message: "Your request header section exceeds the maximum allowed size.", MaxSizeAllowed: max})
+	return []byte(fmt.Sprintf("HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\nServer: s3gate\r\n\r\n%s%s",
+		len(xml.Header)+len(body), xml.Header, body))
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync"
@@ -26,6 +27,14 @@ const (
 )
 
 var overloadAnswer = s3api.OverloadAnswer()
+
+// go431 is the answer net/http writes itself, straight to the connection,
+// when a request's header section exceeds MaxHeaderBytes; headerTooLarge is
+// S3's answer in its place (400 RequestHeaderSectionTooLarge).
+var (
+	go431          = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
+	headerTooLarge = s3api.HeaderTooLargeAnswer(maxHeaderBytes)
+)
 
 // limitListener admits at most cap(slots) connections at once. A connection
 // beyond that is answered 503 SlowDown and closed, never queued: under a
@@ -110,6 +119,18 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// Write passes p on, except that net/http's own 431 answer (one write of
+// exactly go431, before any handler ran) becomes S3's answer.
+func (c *limitedConn) Write(p []byte) (int, error) {
+	if len(p) == len(go431) && bytes.Equal(p, go431) {
+		if _, err := c.Conn.Write(headerTooLarge); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
 // CloseWrite lets net/http half-close as it does on a bare TCP connection

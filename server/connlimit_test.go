@@ -88,3 +88,47 @@ func TestConnectionCap(t *testing.T) {
 		t.Errorf("an admitted connection was disturbed: %d", resp.StatusCode)
 	}
 }
+
+// TestHeaderTooLarge: a header section beyond maxHeaderBytes is answered as
+// S3 answers it, 400 RequestHeaderSectionTooLarge (not net/http's 431), and
+// one within it is served.
+func TestHeaderTooLarge(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
+		MaxHeaderBytes: maxHeaderBytes}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(newLimitListener(raw, 8, true)) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		<-served
+	})
+	for _, tc := range []struct {
+		name   string
+		header int
+		status int
+		want   string
+	}{
+		{"32 KiB", 32 << 10, http.StatusOK, "ok"},
+		{"100 KiB", 100 << 10, http.StatusBadRequest, "<Code>RequestHeaderSectionTooLarge</Code>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, "http://"+raw.Addr().String()+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Big", strings.Repeat("b", tc.header))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("HTTP %d %.300s, want %d %s", resp.StatusCode, b, tc.status, tc.want)
+			}
+		})
+	}
+}
