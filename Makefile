@@ -31,7 +31,7 @@ build:
 test: tools
 	$(GOTESTSUM) --jsonfile-timing-events bin/test-timing.json -- -race -count=1 -timeout 40m ./...
 	@# The race detector multiplies memory: the heap high-water tests run without it.
-	$(GOTESTSUM) -- -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat' ./conformance/
+	$(GOTESTSUM) -- -count=1 -timeout 20m -run 'TestLargeObjectMemoryFlat|TestHostileInputRSS' ./conformance/ ./cmd/s3gate/
 
 tools:
 	@mkdir -p bin

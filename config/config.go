@@ -58,6 +58,11 @@ type Config struct {
 	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
 	// so scrapes reuse them for this long (0: recompute on every scrape).
 	MetricsStatsTTL Duration `env:"METRICS_STATS_TTL" envDefault:"10s" help:"how long scrapes reuse the blob statistics (table scans); 0 recomputes every scrape"`
+	// MaxClientConns bounds client connections (and so requests and header
+	// buffers) at once; beyond it a connection gets 503 SlowDown and is closed.
+	MaxClientConns int `env:"MAX_CONNS" envDefault:"1024" help:"most client connections at once (beyond: 503 SlowDown and close)"`
+	// DBWait is how long start-up waits for PostgreSQL to accept connections.
+	DBWait Duration `env:"DB_WAIT" envDefault:"60s" help:"how long start-up waits for PostgreSQL (backoff; 0: try once)"`
 }
 
 // MetricsOff is the METRICS_ADDR value that disables the metrics listener
@@ -177,6 +182,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConns < 4 {
 		return errors.New(Prefix + "DB_MAX_CONNS: at least 4")
+	}
+	if c.MaxClientConns < 1 {
+		return errors.New(Prefix + "MAX_CONNS: at least 1")
 	}
 	return nil
 }

@@ -55,6 +55,17 @@ func TestLoad(t *testing.T) {
 		{name: "half tls", env: append(base, "S3GATE_TLS_CERT_FILE=/x"), wantErr: "S3GATE_TLS_CERT_FILE"},
 		{name: "bad duration", env: append(base, "S3GATE_DRAIN_TIMEOUT=soon"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
 		{name: "bad log format", env: append(base, "S3GATE_LOG_FORMAT=xml"), wantErr: "S3GATE_LOG_FORMAT"},
+		{name: "connection cap and db wait", env: base, check: func(t *testing.T, c Config) {
+			if c.MaxClientConns != 1024 || time.Duration(c.DBWait) != 60*time.Second {
+				t.Fatalf("defaults: MAX_CONNS %d, DB_WAIT %s", c.MaxClientConns, time.Duration(c.DBWait))
+			}
+		}},
+		{name: "connection cap flag", env: base, args: []string{"-max-conns", "10", "-db-wait", "5s"}, check: func(t *testing.T, c Config) {
+			if c.MaxClientConns != 10 || time.Duration(c.DBWait) != 5*time.Second {
+				t.Fatalf("got %d %s", c.MaxClientConns, time.Duration(c.DBWait))
+			}
+		}},
+		{name: "zero connection cap", env: append(base, "S3GATE_MAX_CONNS=0"), wantErr: "S3GATE_MAX_CONNS"},
 		{name: "bandwidth suffixes", env: append(base, "S3GATE_BANDWIDTH_PER_REQUEST=10MiB", "S3GATE_BANDWIDTH_GLOBAL=1GB"), check: func(t *testing.T, c Config) {
 			if c.BandwidthPerRequest != 10<<20 || c.BandwidthGlobal != 1e9 {
 				t.Fatalf("got %d %d", c.BandwidthPerRequest, c.BandwidthGlobal)

@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -62,6 +63,7 @@ var (
 	errInvalidAttributeName     = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid attribute name specified."}
 	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
 	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
+	errMissingContentLength     = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
 )
 
 // Errors of the exact-behaviour refusals (refusals.go).
@@ -200,7 +202,37 @@ func (a *api) writeError(rq *request, err error) {
 	}
 	h.Set("Content-Type", "application/xml")
 	h.Del("Content-Length")
+	if rq.bodyLeftUnread() {
+		// An error answered before the body was read (a database outage, a
+		// refused header): net/http does not always close such a connection
+		// (seen after a 503 on a 2 MiB PUT), and the next request on it
+		// would be parsed from the rest of this body.
+		h.Set("Connection", "close")
+	}
 	rq.w.WriteHeader(e.Status)
 	_, _ = rq.w.Write([]byte(xml.Header))
 	_, _ = rq.w.Write(body) // the client may be gone; nothing more to do
+}
+
+// OverloadAnswer is a whole HTTP/1.1 503 SlowDown answer (S3 XML body,
+// Connection: close) for a connection refused before any request was read,
+// such as one beyond the server's connection cap.
+func OverloadAnswer() []byte {
+	e, _ := toAPIError(store.ErrSlowDown)
+	body, _ := xml.Marshal(errorBody{Code: e.Code, Message: e.Message, Resource: "/"}) // string fields: cannot fail
+	return []byte(fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\nServer: s3gate\r\n\r\n%s%s",
+		e.Status, http.StatusText(e.Status), len(xml.Header)+len(body), xml.Header, body))
+}
+
+// HeaderTooLargeAnswer is S3's whole HTTP/1.1 answer to a request whose
+// header section exceeds max bytes: 400 RequestHeaderSectionTooLarge.
+func HeaderTooLargeAnswer(max int) []byte {
+	body, _ := xml.Marshal(struct { // string and int fields: cannot fail
+		XMLName        xml.Name `xml:"Error"`
+		Code           string   `xml:"Code"`
+		Message        string   `xml:"Message"`
+		MaxSizeAllowed int      `xml:"MaxSizeAllowed"`
+	}{Code: "RequestHeaderSectionTooLarge", Message: "Your request header section exceeds the maximum allowed size.", MaxSizeAllowed: max})
+	return []byte(fmt.Sprintf("HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\nServer: s3gate\r\n\r\n%s%s",
+		len(xml.Header)+len(body), xml.Header, body))
 }

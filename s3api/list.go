@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/xml"
 	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/s3gate/s3gate/store"
 )
@@ -56,6 +59,25 @@ type listBucketResultV1 struct {
 	IsTruncated    bool         `xml:"IsTruncated"`
 	Contents       []objectElem `xml:"Contents"`
 	CommonPrefixes []prefixElem `xml:"CommonPrefixes"`
+}
+
+// textParams are the query parameters that carry keys, markers or ids. No
+// key can hold a NUL or invalid UTF-8 (store.ValidateKey refuses them), so
+// neither can a marker; the engines never see them.
+var textParams = []string{"prefix", "marker", "start-after", "key-marker", "version-id-marker",
+	"upload-id-marker", "uploadId", "continuation-token", "delimiter"}
+
+// checkTextParams refuses a NUL or invalid UTF-8 in any of textParams with
+// InvalidArgument (on every operation: uploadId is not only a list parameter).
+func checkTextParams(q url.Values) error {
+	for _, name := range textParams {
+		for _, v := range q[name] {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return errInvalidArgument.withMessage("The " + name + " parameter must be valid UTF-8 without NUL characters.")
+			}
+		}
+	}
+	return nil
 }
 
 // parseMaxKeys reads max-keys: 0..1000 (larger values are clamped as AWS does);

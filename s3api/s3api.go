@@ -298,6 +298,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		a.writeError(rq, err)
 		return
 	}
+	if err := checkRequestShape(rq); err != nil {
+		a.writeError(rq, err)
+		return
+	}
 	if err := checkExpectedOwner(rq); err != nil {
 		a.writeError(rq, err)
 		return
@@ -310,6 +314,20 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 	if err := fn(a, rq); err != nil {
 		a.writeError(rq, err)
 	}
+}
+
+// checkRequestShape refuses what no handler can take: text parameters with
+// NUL or invalid UTF-8, and a PutObject or UploadPart that declares no length
+// at all (no Content-Length, no chunked transfer), which S3 answers 411.
+func checkRequestShape(rq *request) error {
+	if err := checkTextParams(rq.q); err != nil {
+		return err
+	}
+	if (rq.op == "PutObject" || rq.op == "UploadPart") && rq.r.Header.Get("Content-Length") == "" &&
+		len(rq.r.TransferEncoding) == 0 && rq.r.ContentLength <= 0 {
+		return errMissingContentLength
+	}
+	return nil
 }
 
 // unsupported answers operations without a handler: known S3 operations are
@@ -397,12 +415,23 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // countingReader counts the request body bytes read.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	eof bool // the body was read to its end
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err == io.EOF {
+		c.eof = true
+	}
 	return n, err
+}
+
+// bodyLeftUnread reports a request whose body may still be (partly) on the
+// wire: the connection must not carry another request, or the rest of this
+// body would be read as one.
+func (rq *request) bodyLeftUnread() bool {
+	return !rq.body.eof && (rq.r.ContentLength > 0 || len(rq.r.TransferEncoding) > 0)
 }

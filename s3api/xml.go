@@ -3,6 +3,7 @@ package s3api
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,24 +55,135 @@ func writeXML(rq *request, v any) error {
 	return nil
 }
 
-// readBody reads the whole (verified) request body, at most limit bytes.
+// Limits of every XML request body. S3's request bodies are at most five
+// elements deep (AccessControlPolicy/AccessControlList/Grant/Grantee/ID) and
+// the largest, a CompleteMultipartUpload of 10,000 parts, has about 60,000
+// elements; keys are at most 1 KiB. Anything beyond is refused as MalformedXML
+// as soon as it is seen, so a hostile body costs neither memory nor CPU.
+const (
+	maxXMLDepth    = 16
+	maxXMLElements = 1 << 17
+	// maxXMLToken caps the bytes read for one token (a name, an attribute,
+	// a run of text): encoding/xml buffers a token whole.
+	maxXMLToken = 256 << 10
+)
+
+// errXMLLimit is the cause of a MalformedXML answer for a body beyond the limits.
+var errXMLLimit = errors.New("xml body beyond the depth, element or token limit")
+
+// readBody reads the whole (verified) request body, at most limit bytes. The
+// body is scanned as it arrives: one beyond the XML limits (depth, element
+// count, token size) is MalformedXML at once, without reading the rest. A body
+// that is not well-formed is still read whole, so that the handler's own
+// parser reports it with its code.
 func readBody(rq *request, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(rq.body, limit+1))
-	if err != nil {
+	var buf bytes.Buffer
+	lim := &io.LimitedReader{R: rq.body, N: limit + 1}
+	tr := &tokenBudget{r: io.TeeReader(lim, &buf)}
+	err := scanXML(tr)
+	switch {
+	case errors.Is(err, errXMLLimit):
+		return nil, fmt.Errorf("%w: %w", errMalformedXML, err)
+	case tr.err != nil:
+		// The body reader failed (a client gone, a bad chunk signature).
+		return nil, fmt.Errorf("read request body: %w", tr.err)
+	}
+	// Well-formed (scanned to EOF) or not: read what is left, still capped.
+	if _, err := io.Copy(&buf, lim); err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
-	if int64(len(data)) > limit {
+	if int64(buf.Len()) > limit {
 		return nil, errMaxMessageLength
 	}
-	return data, nil
+	return buf.Bytes(), nil
 }
 
-// decodeXML parses data into v; any syntax or shape error is MalformedXML.
+// scanXML reads r token by token (RawToken keeps no element stack) and
+// enforces the depth and element limits. It returns nil at EOF, an error
+// wrapping errXMLLimit beyond a limit, and any other error (a syntax error,
+// or the reader's, which r keeps) otherwise.
+func scanXML(r *tokenBudget) error {
+	d := xml.NewDecoder(r)
+	depth, elements := 0, 0
+	for {
+		r.used = 0
+		tok, err := d.RawToken()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if errors.Is(r.err, errXMLLimit) {
+				return r.err
+			}
+			return err
+		}
+		switch tok.(type) {
+		case xml.StartElement:
+			depth++
+			elements++
+			if depth > maxXMLDepth || elements > maxXMLElements {
+				return errXMLLimit
+			}
+		case xml.EndElement:
+			depth--
+		}
+	}
+}
+
+// tokenBudget fails a read once more than maxXMLToken bytes were read since
+// the scanner last reset used (after every token).
+type tokenBudget struct {
+	r    io.Reader
+	used int
+	err  error // the reader's own error, kept to tell it from a syntax error
+}
+
+func (t *tokenBudget) Read(p []byte) (int, error) {
+	if t.used > maxXMLToken {
+		t.err = errXMLLimit
+		return 0, t.err
+	}
+	n, err := t.r.Read(p)
+	t.used += n
+	if err != nil && err != io.EOF {
+		t.err = err
+	}
+	return n, err
+}
+
+// depthLimit is a token stream that refuses nesting beyond maxXMLDepth and
+// more than maxXMLElements elements, so decoding never builds a deep stack.
+type depthLimit struct {
+	d               *xml.Decoder
+	depth, elements int
+}
+
+func (l *depthLimit) Token() (xml.Token, error) {
+	tok, err := l.d.Token()
+	if err != nil {
+		return tok, err
+	}
+	switch tok.(type) {
+	case xml.StartElement:
+		l.depth++
+		l.elements++
+		if l.depth > maxXMLDepth || l.elements > maxXMLElements {
+			return nil, errXMLLimit
+		}
+	case xml.EndElement:
+		l.depth--
+	}
+	return tok, nil
+}
+
+// decodeXML parses data into v; any syntax or shape error, and nesting or
+// size beyond the XML limits, is MalformedXML.
 func decodeXML(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errMalformedXML
 	}
-	if err := xml.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
+	d := xml.NewTokenDecoder(&depthLimit{d: xml.NewDecoder(bytes.NewReader(data))})
+	if err := d.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", errMalformedXML, err) //nolint:errorlint // the parse detail is for logs only
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/store/localfs"
 )
 
 // CredentialsFile is where a generated root key pair is kept, in the data directory.
@@ -37,23 +38,35 @@ func LoadRootKey(cfg config.Config) (RootKey, error) {
 	path := filepath.Join(cfg.DataDir, CredentialsFile)
 	k, err := readKeyFile(path)
 	if err == nil {
+		// A file from an older version or copied in may be wider: the secret
+		// is the gateway's alone.
+		if err := os.Chmod(path, localfs.FileMode); err != nil {
+			return RootKey{}, fmt.Errorf("set mode of %s: %w", path, err)
+		}
+		if err := localfs.PrivateDir(cfg.DataDir); err != nil {
+			return RootKey{}, fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
+		}
 		return k, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return RootKey{}, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := localfs.PrivateDir(cfg.DataDir); err != nil {
 		return RootKey{}, fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
 	}
 	k = RootKey{AccessKey: "S3G" + randomString(17, true), SecretKey: randomString(30, false), File: path, Generated: true}
 	body := fmt.Sprintf("# s3gate root key pair, generated on first start\n%sROOT_ACCESS_KEY=%s\n%sROOT_SECRET_KEY=%s\n",
 		config.Prefix, k.AccessKey, config.Prefix, k.SecretKey)
 	// O_EXCL: two first starts racing cannot both believe they generated the key.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, localfs.FileMode)
 	if errors.Is(err, fs.ErrExist) {
 		return readKeyFile(path)
 	}
 	if err != nil {
+		return RootKey{}, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(localfs.FileMode); err != nil {
+		_ = f.Close()
 		return RootKey{}, fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err := f.WriteString(body); err != nil {

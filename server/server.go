@@ -183,12 +183,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		// Requests outlive ctx (a graceful drain lets them finish) but not
 		// CancelWork.
 		BaseContext: func(net.Listener) context.Context { return s.work },
 	}
+	// Beyond MAX_CONNS a connection is answered 503 SlowDown, not queued.
+	ln = newLimitListener(ln, s.cfg.MaxClientConns, s.cfg.TLSCertFile == "")
 	gcDone := s.startGC(ctx)
 	defer func() { <-gcDone }()
 	errc := make(chan error, 1)

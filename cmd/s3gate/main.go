@@ -93,6 +93,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) int {
+	// A gateway started before its database (a reboot, a compose file) waits
+	// for it instead of exiting.
+	if err := server.WaitForDatabase(ctx, cfg, log); err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		log.Error("start-up failed: " + err.Error())
+		return 1
+	}
 	own, code := claimOwnership(ctx, cfg, log)
 	if own == nil && cfg.DatabaseURL != "" {
 		return code

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -92,8 +93,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		// The driver splits its DSN at '?'.
 		return nil, fmt.Errorf("embedded: data directory %q must not contain '?' or '#'", dir)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("embedded: create data directory: %w", err)
+	if err := localfs.PrivateDir(dir); err != nil {
+		return nil, fmt.Errorf("embedded: data directory: %w", err)
 	}
 	media, err := localfs.Open(dir, false)
 	if err != nil {
@@ -114,6 +115,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 
 	path := filepath.Join(dir, MetaFile)
+	if err := privateDB(path); err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
 	// The writer sets the persistent journal mode before any reader opens.
 	e.wdb, err = sql.Open("sqlite", dsn(path, true))
 	if err != nil {
@@ -333,4 +337,24 @@ func (t *lockTable) lock(ctx context.Context, keys ...uint64) (func(), error) {
 		}
 	}
 	return func() { unlock(len(idx)) }, nil
+}
+
+// privateDB creates the database file with localfs.FileMode before SQLite
+// opens it, and sets that mode on an existing one and its -wal and -shm:
+// SQLite creates the -wal and -shm files with the mode of the database file,
+// so they follow, whatever the umask.
+func privateDB(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, localfs.FileMode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, localfs.FileMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("set mode of %s: %w", p, err)
+		}
+	}
+	return nil
 }

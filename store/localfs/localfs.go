@@ -51,12 +51,32 @@ func Open(dir string, shared bool) (*Media, error) {
 		blobDir:  filepath.Join(abs, "blobs"),
 		shared:   shared,
 	}
-	for _, d := range []string{m.stageDir, m.blobDir} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, fmt.Errorf("localfs: create %s: %w", d, err)
+	for _, d := range []string{m.dir, m.stageDir, m.blobDir} {
+		if err := PrivateDir(d); err != nil {
+			return nil, fmt.Errorf("localfs: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// Modes of everything under a data directory: content, metadata and secrets
+// are the gateway's alone, whatever the umask.
+const (
+	DirMode  fs.FileMode = 0o700
+	FileMode fs.FileMode = 0o600
+)
+
+// PrivateDir creates dir (and its parents) if needed and sets it to DirMode,
+// also when it existed with a wider mode. Set explicitly: the umask only ever
+// narrows a mode, and an existing directory keeps whatever it had.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, DirMode); err != nil {
+		return fmt.Errorf("set mode of %s: %w", dir, err)
+	}
+	return nil
 }
 
 // Dir returns the absolute data directory.
@@ -115,6 +135,11 @@ func (m *Media) Stage(ctx context.Context, r io.Reader) (sf *StageFile, err erro
 			_ = os.Remove(f.Name())
 		}
 	}()
+	// CreateTemp asks for 0600; set it so, whatever the umask. The blob file
+	// is this file renamed, so it keeps the mode.
+	if err := f.Chmod(FileMode); err != nil {
+		return nil, fmt.Errorf("localfs: stage file mode: %w", err)
+	}
 
 	bufp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bufp)
@@ -217,12 +242,15 @@ func (m *Media) Publish(ctx context.Context, s *StageFile, id int64) error {
 func (m *Media) makeBlobDir(dir string) error {
 	parent := filepath.Dir(dir)
 	for _, d := range []string{parent, dir} {
-		err := os.Mkdir(d, 0o750)
+		err := os.Mkdir(d, DirMode)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := os.Chmod(d, DirMode); err != nil {
+			return fmt.Errorf("set mode of %s: %w", d, err)
 		}
 		if err := syncPath(filepath.Dir(d)); err != nil {
 			return fmt.Errorf("fsync %s: %w", filepath.Dir(d), err)

@@ -212,7 +212,9 @@ func (e *Engine) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err erro
 		}
 	}()
 	if err := fn(tx); err != nil {
-		return err
+		// A connection lost mid-transaction is an outage (503) wherever in
+		// fn it surfaced.
+		return mapErr(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// pgx ends the transaction on a failed commit (or closes the connection).
@@ -247,7 +249,7 @@ func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrUnavailable) {
 		return err
 	}
 	var pgErr *pgconn.PgError
@@ -258,7 +260,15 @@ func mapErr(err error) error {
 		}
 		return err
 	}
-	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) {
+	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) || errors.Is(err, pgconn.ErrConnClosed) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	// pgconn's own errors (they carry SafeToRetry) that are not server
+	// answers are a broken connection: reset, EOF or a failed write mid-query
+	// when the server stopped or restarted. A client's body error never
+	// carries this type.
+	var connErr interface{ SafeToRetry() bool }
+	if errors.As(err, &connErr) {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
