@@ -19,35 +19,60 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/testgw"
 	"github.com/s3gate/s3gate/internal/testreq"
 )
 
-// bigTransport is the one transport per engine on which the > 100 MiB file of
-// the awkward data set travels (never under -short): once per engine is
-// enough to prove every client's multipart path, twice would double the time.
+// bigTransport is the one transport on which the > 100 MiB file of the
+// awkward data set travels (never under -short).
 const bigTransport = "http"
 
-// wantBig reports whether a cell carries the > 100 MiB file.
+// wantBig reports whether a cell carries the > 100 MiB file: the HTTP cells
+// of the embedded default and of pgchunks (every HTTP cell with
+// S3GATE_FULL_MATRIX). Smaller files of the set already take every client
+// through its multipart path on every engine; the big one proves the long
+// stream once per metadata engine.
 func wantBig(c combo) bool {
-	return !testing.Short() && (c.Transport == bigTransport || testgw.External())
+	if testing.Short() {
+		return false
+	}
+	if testgw.External() {
+		return true
+	}
+	if c.Transport != bigTransport {
+		return false
+	}
+	return os.Getenv(EnvFullMatrix) != "" || c.Engine == testgw.Embedded || c.Engine == config.EnginePGChunks
 }
 
 // forEachCell is forEachCombo restricted to some engines (an external
 // endpoint is always its single cell).
 func forEachCell(t *testing.T, engines []string, fn func(t *testing.T, c combo, gw *testgw.Gateway)) {
 	t.Helper()
-	for _, c := range combos() {
-		if !testgw.External() && !slices.Contains(engines, c.Engine) {
-			continue
-		}
-		t.Run(fmt.Sprintf("%s/%s", c.Engine, c.Transport), func(t *testing.T) {
-			t.Parallel()
-			gw := testgw.Start(t, testgw.Options{Engine: c.Engine, TLS: c.TLS()})
-			fn(t, c, gw)
-		})
-	}
+	runCells(t, cellsOf(combos(), engines), fn)
 }
+
+// forEachLightCell is forEachCell over the cells of lightCombos.
+func forEachLightCell(t *testing.T, engines []string, fn func(t *testing.T, c combo, gw *testgw.Gateway)) {
+	t.Helper()
+	runCells(t, cellsOf(lightCombos(), engines), fn)
+}
+
+// cellsOf keeps the cells of the given engines (all of them for an external
+// endpoint).
+func cellsOf(cells []combo, engines []string) []combo {
+	var out []combo
+	for _, c := range cells {
+		if testgw.External() || slices.Contains(engines, c.Engine) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// inLightCut reports whether c is a cell of lightCombos.
+func inLightCut(c combo) bool { return slices.Contains(lightCombos(), c) }
 
 // needBinary skips the test when a client program is not installed: the
 // matrix runs whatever is present and says clearly what it left out.
