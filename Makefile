@@ -10,11 +10,12 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-short tools run lint bench scenario fuzz clean
+.PHONY: help build test test-full test-short tools run lint bench scenario fuzz clean
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
 	@echo "make test       run every test: unit, PostgreSQL-backed, end-to-end (with -race)"
+	@echo "make test-full  make test with the whole engine x transport matrix in every suite"
 	@echo "make test-short the quick subset (-short, no 1 GiB memory test)"
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make bench      throughput/latency against a live gateway on each engine"
@@ -36,6 +37,11 @@ test: tools
 tools:
 	@mkdir -p bin
 	@test -x $(GOBIN)/gotestsum || $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
+
+# The whole engine × transport matrix in every conformance suite (make test
+# runs it where the transport changes the code path, a lighter cut elsewhere).
+test-full:
+	S3GATE_FULL_MATRIX=1 $(MAKE) test
 
 test-short:
 	$(GO) test -short -count=1 ./...
