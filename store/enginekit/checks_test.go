@@ -22,7 +22,7 @@ func TestSelectRange(t *testing.T) {
 		{"part 3", true, store.GetOptions{PartNumber: 3}, &store.ByteRange{Start: 5, End: 14}, nil},
 		{"empty part", true, store.GetOptions{PartNumber: 2}, nil, nil},
 		{"missing part", true, store.GetOptions{PartNumber: 4}, nil, store.ErrInvalidRange},
-		{"single part 1", false, store.GetOptions{PartNumber: 1}, nil, nil},
+		{"single part 1", false, store.GetOptions{PartNumber: 1}, &store.ByteRange{Start: 0, End: 14}, nil}, // S3: 206 over the whole object
 		{"single part 2", false, store.GetOptions{PartNumber: 2}, nil, store.ErrInvalidRange},
 		{"part and range", true, store.GetOptions{PartNumber: 1, RangeSpec: "bytes=0-1"}, nil, store.ErrInvalidRequest},
 		{"range spec", false, store.GetOptions{RangeSpec: "bytes=2-"}, &store.ByteRange{Start: 2, End: 14}, nil},
@@ -113,23 +113,26 @@ func TestCopySourceConditions(t *testing.T) {
 
 func TestVerifyCompleteChecksum(t *testing.T) {
 	composite := store.Checksum{Algorithm: "CRC32", Value: "abc=-3", Type: store.ChecksumComposite}
+	full := store.Checksum{Algorithm: "CRC32", Value: "abc=", Type: store.ChecksumFullObject}
 	tests := []struct {
 		name string
 		sent map[string]string
 		ck   store.Checksum
-		bad  bool
+		want error // nil: accepted
 	}{
-		{"nothing sent", nil, composite, false},
-		{"with suffix", map[string]string{"crc32": "abc=-3"}, composite, false},
-		{"without suffix", map[string]string{"CRC32": "abc="}, composite, false},
-		{"wrong", map[string]string{"CRC32": "abd="}, composite, true},
-		{"wrong count", map[string]string{"CRC32": "abc=-2"}, composite, true},
-		{"other algorithm", map[string]string{"SHA256": "zzz"}, composite, false},
+		{"nothing sent", nil, composite, nil},
+		{"with suffix", map[string]string{"crc32": "abc=-3"}, composite, nil},
+		{"without suffix", map[string]string{"CRC32": "abc="}, composite, nil},
+		{"wrong", map[string]string{"CRC32": "abd="}, composite, store.ErrBadDigest},
+		{"wrong count", map[string]string{"CRC32": "abc=-2"}, composite, store.ErrBadDigest},
+		{"suffix on a full-object checksum", map[string]string{"CRC32": "abc=-3"}, full, store.ErrBadDigest},
+		{"full object", map[string]string{"CRC32": "abc="}, full, nil},
+		{"other algorithm", map[string]string{"SHA256": "zzz"}, composite, store.ErrInvalidRequest},
 	}
 	for _, tc := range tests {
 		err := VerifyCompleteChecksum(store.PutOptions{Checksums: tc.sent}, tc.ck)
-		if errors.Is(err, store.ErrBadDigest) != tc.bad || (!tc.bad && err != nil) {
-			t.Errorf("%s: err = %v, want bad=%v", tc.name, err, tc.bad)
+		if (tc.want == nil && err != nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
 }
