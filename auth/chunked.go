@@ -21,6 +21,10 @@ const (
 	maxTrailerBytes = 16 << 10
 	maxTrailers     = 16
 	chunkedBufSize  = 32 << 10
+	// minChunkSize is S3's floor for every data chunk but the last one
+	// (the zero-size final chunk and the last data chunk may be smaller).
+	// Real clients send 64 KiB or more (aws-sdk-go-v2, minio-go).
+	minChunkSize = 8 << 10
 
 	chunkSigAlgorithm   = "AWS4-HMAC-SHA256-PAYLOAD"
 	trailerSigAlgorithm = "AWS4-HMAC-SHA256-TRAILER"
@@ -72,6 +76,7 @@ type chunkedReader struct {
 	remain   int64  // data bytes left in the current chunk
 	chunkSig string // signature the client sent for the current chunk
 	decoded  int64
+	lastData int64 // size of the previous data chunk, 0 before the first
 	err      error // sticky; io.EOF once fully verified
 	trailers []trailerKV
 }
@@ -188,6 +193,14 @@ func (c *chunkedReader) nextChunk() error {
 	}
 	if c.cfg.declared >= 0 && size > c.cfg.declared-c.decoded {
 		return newErr(CodeInvalidRequest, "The decoded body is longer than x-amz-decoded-content-length")
+	}
+	if size > 0 {
+		// Another data chunk follows the previous one, so that one was not
+		// the last: it must have been at least minChunkSize.
+		if c.lastData > 0 && c.lastData < minChunkSize {
+			return newErr(CodeInvalidChunkSizeError, "Only the last chunk is allowed to have a size less than 8192 bytes")
+		}
+		c.lastData = size
 	}
 	if c.cfg.signer != nil {
 		sig, ok := chunkSignatureExt(ext)

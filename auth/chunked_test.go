@@ -267,8 +267,13 @@ func TestChunkedDecoderUnsigned(t *testing.T) {
 		wantAlg  string
 		wantVal  string
 	}{
-		{name: "aws-sdk-go-v2 format", body: "5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n",
-			declared: 11, trailers: []string{crc}, wantData: "hello world", wantAlg: "CRC32", wantVal: "DUoRhQ=="},
+		{name: "aws-sdk-go-v2 format", body: "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:NhCmhg==\r\n\r\n",
+			declared: 5, trailers: []string{crc}, wantData: "hello", wantAlg: "CRC32", wantVal: "NhCmhg=="},
+		// S3's chunk-size rule: every data chunk but the last is >= 8 KiB.
+		{name: "8 KiB then small last chunk", body: "2000\r\n" + strings.Repeat("a", 8192) + "\r\n5\r\nhello\r\n0\r\n\r\n",
+			declared: 8197, wantData: strings.Repeat("a", 8192) + "hello"},
+		{name: "small non-final chunk", body: "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", declared: 11, wantCode: CodeInvalidChunkSizeError},
+		{name: "8191-byte non-final chunk", body: "1fff\r\n" + strings.Repeat("a", 8191) + "\r\n1\r\nb\r\n0\r\n\r\n", declared: 8192, wantCode: CodeInvalidChunkSizeError},
 		{name: "minio-go format", body: "5\r\nhello\r\n0\r\nx-amz-checksum-crc32c:abc=\n\r\n\r\n",
 			declared: 5, trailers: []string{"x-amz-checksum-crc32c"}, wantData: "hello", wantAlg: "CRC32C", wantVal: "abc="},
 		{name: "unknown length", body: "3\r\nabc\r\n0\r\n\r\n", declared: -1, wantData: "abc"},

@@ -15,6 +15,7 @@ const (
 	CodeInvalidRequest                    = "InvalidRequest"
 	CodeInvalidArgument                   = "InvalidArgument"
 	CodeMalformedTrailerError             = "MalformedTrailerError"
+	CodeInvalidChunkSizeError             = "InvalidChunkSizeError"
 	CodeInternalError                     = "InternalError"
 )
 

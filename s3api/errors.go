@@ -57,13 +57,15 @@ var (
 	errInvalidEncodingType      = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid Encoding Method specified in Request"}
 	errInvalidToken             = &apiError{"InvalidArgument", http.StatusBadRequest, "The continuation token provided is incorrect"}
 	errMultipleChecksums        = &apiError{"InvalidRequest", http.StatusBadRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."}
-	errUnsupportedChecksumAlg   = &apiError{"InvalidRequest", http.StatusBadRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]"}
+	errUnsupportedChecksumAlg   = &apiError{"InvalidRequest", http.StatusBadRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256, MD5, SHA512, XXHASH64, XXHASH3, XXHASH128]"}
 	errMalformedACL             = &apiError{"MalformedACLError", http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema"}
 	errMissingSecurityHeader    = &apiError{"MissingSecurityHeader", http.StatusBadRequest, "Your request was missing a required header"}
 	errInvalidAttributeName     = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid attribute name specified."}
 	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
 	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
 	errMissingContentLength     = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
+	errPartNotSatisfiable       = &apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable"}
+	errInvalidMPObjectSize      = &apiError{"InvalidRequest", http.StatusBadRequest, "Value for x-amz-mp-object-size header is invalid."}
 )
 
 // Errors of the exact-behaviour refusals (refusals.go).
@@ -159,6 +161,9 @@ func toAPIError(err error) (e *apiError, internal bool) {
 	}
 	for _, m := range storeErrors {
 		if errors.Is(err, m.err) {
+			if msg := store.ClientMessage(err); msg != "" {
+				return m.api.withMessage(msg), false
+			}
 			return m.api, false
 		}
 	}

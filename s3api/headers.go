@@ -1,14 +1,10 @@
 package s3api
 
 import (
-	"crypto/md5"  //nolint:gosec // Content-MD5 is an S3 protocol digest, not security
-	"crypto/sha1" //nolint:gosec // x-amz-checksum-sha1 is an S3 protocol checksum
-	"crypto/sha256"
+	"crypto/md5" //nolint:gosec // Content-MD5 is an S3 protocol digest, not security
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"mime"
 	"net/http"
 	"strconv"
@@ -16,69 +12,61 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/minio/crc64nvme"
-
 	"github.com/s3gate/s3gate/auth"
 	"github.com/s3gate/s3gate/store"
 )
 
-// checksumAlgs lists the x-amz-checksum algorithms with their raw digest size.
-var checksumAlgs = []struct {
-	alg  string
-	size int
-}{
-	{store.AlgCRC32, 4},
-	{store.AlgCRC32C, 4},
-	{store.AlgCRC64NVME, 8},
-	{store.AlgSHA1, 20},
-	{store.AlgSHA256, 32},
-}
-
 func checksumHeader(alg string) string { return "x-amz-checksum-" + strings.ToLower(alg) }
-
-func checksumSize(alg string) int {
-	for _, c := range checksumAlgs {
-		if c.alg == alg {
-			return c.size
-		}
-	}
-	return 0
-}
 
 // parseChecksumHeaders returns the x-amz-checksum-* values the client declared
 // (at most one, as AWS requires), each checked to be base64 of the right size.
 func parseChecksumHeaders(h http.Header) (map[string]string, error) {
+	return parseChecksumValues(h, false)
+}
+
+// parseChecksumValues is parseChecksumHeaders; with composite set (the
+// object checksum of CompleteMultipartUpload) a value may carry the "-N"
+// part-count suffix of a COMPOSITE checksum.
+func parseChecksumValues(h http.Header, composite bool) (map[string]string, error) {
 	var m map[string]string
-	for _, c := range checksumAlgs {
-		hdr := checksumHeader(c.alg)
-		v := h.Get(hdr)
-		if v == "" {
+	for _, alg := range store.ChecksumAlgorithms() {
+		hdr := checksumHeader(alg)
+		vals := h.Values(hdr)
+		if len(vals) == 0 {
 			continue
 		}
-		raw, err := base64.StdEncoding.DecodeString(v)
-		if err != nil || len(raw) != c.size {
+		v := vals[0]
+		b64 := v
+		if composite {
+			b64, _, _ = store.SplitComposite(v)
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if len(vals) > 1 || err != nil || len(raw) != store.ChecksumSize(alg) {
 			return nil, errInvalidRequest.withMessage("Value for " + hdr + " header is invalid.")
 		}
 		if m != nil {
 			return nil, errMultipleChecksums
 		}
-		m = map[string]string{c.alg: v}
+		m = map[string]string{alg: v}
 	}
 	return m, nil
 }
 
 // parseChecksumAlgorithm reads x-amz-sdk-checksum-algorithm or
-// x-amz-checksum-algorithm ("" when neither is present).
+// x-amz-checksum-algorithm ("" when neither is present). When both are
+// present they must agree.
 func parseChecksumAlgorithm(h http.Header) (string, error) {
-	v := h.Get("x-amz-sdk-checksum-algorithm")
+	sdk, plain := strings.ToUpper(h.Get("x-amz-sdk-checksum-algorithm")), strings.ToUpper(h.Get("x-amz-checksum-algorithm"))
+	v := sdk
 	if v == "" {
-		v = h.Get("x-amz-checksum-algorithm")
+		v = plain
+	} else if plain != "" && plain != sdk {
+		return "", errInvalidRequest.withMessage("x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found.")
 	}
 	if v == "" {
 		return "", nil
 	}
-	v = strings.ToUpper(v)
-	if checksumSize(v) == 0 {
+	if store.ChecksumSize(v) == 0 {
 		return "", errUnsupportedChecksumAlg
 	}
 	return v, nil
@@ -86,26 +74,11 @@ func parseChecksumAlgorithm(h http.Header) (string, error) {
 
 // computeChecksum returns the base64 x-amz-checksum of data.
 func computeChecksum(alg string, data []byte) (string, error) {
-	var raw []byte
-	switch alg {
-	case store.AlgCRC32:
-		raw = binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(data))
-	case store.AlgCRC32C:
-		raw = binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
-	case store.AlgCRC64NVME:
-		h := crc64nvme.New()
-		_, _ = h.Write(data) // hash writes never fail
-		raw = h.Sum(nil)
-	case store.AlgSHA1:
-		s := sha1.Sum(data) //nolint:gosec // protocol checksum
-		raw = s[:]
-	case store.AlgSHA256:
-		s := sha256.Sum256(data)
-		raw = s[:]
-	default:
+	v := store.ChecksumOf(alg, data)
+	if v == "" {
 		return "", fmt.Errorf("checksum algorithm %q: %w", alg, errUnsupportedChecksumAlg)
 	}
-	return base64.StdEncoding.EncodeToString(raw), nil
+	return v, nil
 }
 
 // parseContentMD5 decodes Content-MD5 (nil when absent).

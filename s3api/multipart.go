@@ -160,9 +160,22 @@ func (a *api) completeMultipartUpload(rq *request) error {
 		return err
 	}
 	h := rq.r.Header
-	opts := store.PutOptions{Size: -1, IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
-	if opts.Checksums, err = parseChecksumHeaders(h); err != nil {
+	opts := store.PutOptions{Size: -1, IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match"),
+		ChecksumType: strings.ToUpper(h.Get("x-amz-checksum-type"))}
+	if opts.Checksums, err = parseChecksumValues(h, true); err != nil {
 		return err
+	}
+	switch opts.ChecksumType {
+	case "", store.ChecksumComposite, store.ChecksumFullObject:
+	default:
+		return errInvalidRequest.withMessage("Value for x-amz-checksum-type header is invalid.")
+	}
+	if v := h.Get("x-amz-mp-object-size"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return errInvalidMPObjectSize.withMessage("Value for x-amz-mp-object-size header is invalid: '" + v + "'")
+		}
+		opts.MPObjectSize = &n
 	}
 	info, err := a.st.CompleteMultipartUpload(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), parts, opts)
 	if err != nil {

@@ -106,6 +106,9 @@ func (a *api) getObject(rq *request) error {
 		return err
 	case errors.Is(err, store.ErrInvalidRange):
 		rq.w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(info.Size, 10))
+		if part > 0 {
+			return errPartNotSatisfiable // S3's code for a part number beyond the count
+		}
 		return err
 	case err != nil:
 		return fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err)
@@ -123,7 +126,13 @@ func (a *api) getObject(rq *request) error {
 	if strings.EqualFold(rq.r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
 		switch {
 		case part > 0 && len(info.Parts) >= part:
-			setChecksumHeader(h, info.Parts[part-1].Checksum)
+			// As S3: a part's own checksum where the object's is built from
+			// its parts' (COMPOSITE) or is that part's (one part); a
+			// FULL_OBJECT checksum of several parts describes no single part,
+			// so none is returned.
+			if info.Checksum.Type == store.ChecksumComposite || len(info.Parts) == 1 {
+				setChecksumHeader(h, info.Parts[part-1].Checksum)
+			}
 		case rng == nil, part > 0 && len(info.Parts) == 0:
 			// Whole-object reads only (part 1 of a single put is the whole
 			// object): a range's bytes do not match the stored checksum.

@@ -233,21 +233,44 @@ type checksumFields struct {
 	ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
 	ChecksumSHA1      string `xml:"ChecksumSHA1,omitempty"`
 	ChecksumSHA256    string `xml:"ChecksumSHA256,omitempty"`
+	ChecksumMD5       string `xml:"ChecksumMD5,omitempty"`
+	ChecksumSHA512    string `xml:"ChecksumSHA512,omitempty"`
+	ChecksumXXHASH64  string `xml:"ChecksumXXHASH64,omitempty"`
+	ChecksumXXHASH3   string `xml:"ChecksumXXHASH3,omitempty"`
+	ChecksumXXHASH128 string `xml:"ChecksumXXHASH128,omitempty"`
+}
+
+// field returns the element of f that carries alg's value (nil if none).
+func (f *checksumFields) field(alg string) *string {
+	switch alg {
+	case store.AlgCRC32:
+		return &f.ChecksumCRC32
+	case store.AlgCRC32C:
+		return &f.ChecksumCRC32C
+	case store.AlgCRC64NVME:
+		return &f.ChecksumCRC64NVME
+	case store.AlgSHA1:
+		return &f.ChecksumSHA1
+	case store.AlgSHA256:
+		return &f.ChecksumSHA256
+	case store.AlgMD5:
+		return &f.ChecksumMD5
+	case store.AlgSHA512:
+		return &f.ChecksumSHA512
+	case store.AlgXXHASH64:
+		return &f.ChecksumXXHASH64
+	case store.AlgXXHASH3:
+		return &f.ChecksumXXHASH3
+	case store.AlgXXHASH128:
+		return &f.ChecksumXXHASH128
+	}
+	return nil
 }
 
 func checksumXML(c store.Checksum) checksumFields {
 	var f checksumFields
-	switch c.Algorithm {
-	case store.AlgCRC32:
-		f.ChecksumCRC32 = c.Value
-	case store.AlgCRC32C:
-		f.ChecksumCRC32C = c.Value
-	case store.AlgCRC64NVME:
-		f.ChecksumCRC64NVME = c.Value
-	case store.AlgSHA1:
-		f.ChecksumSHA1 = c.Value
-	case store.AlgSHA256:
-		f.ChecksumSHA256 = c.Value
+	if p := f.field(c.Algorithm); p != nil {
+		*p = c.Value
 	}
 	return f
 }
@@ -255,12 +278,8 @@ func checksumXML(c store.Checksum) checksumFields {
 // checksumMap returns the non-empty checksums of f by algorithm.
 func (f checksumFields) checksumMap() map[string]string {
 	m := map[string]string{}
-	for alg, v := range map[string]string{
-		store.AlgCRC32: f.ChecksumCRC32, store.AlgCRC32C: f.ChecksumCRC32C,
-		store.AlgCRC64NVME: f.ChecksumCRC64NVME, store.AlgSHA1: f.ChecksumSHA1,
-		store.AlgSHA256: f.ChecksumSHA256,
-	} {
-		if v = strings.TrimSpace(v); v != "" {
+	for _, alg := range store.ChecksumAlgorithms() {
+		if v := strings.TrimSpace(*f.field(alg)); v != "" {
 			m[alg] = v
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"crypto/md5"  //nolint:gosec // MD5 is the S3 ETag and Content-MD5, not a security function.
 	"crypto/sha1" //nolint:gosec // SHA-1 is an S3 checksum algorithm.
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -15,20 +17,26 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/minio/crc64nvme"
+	"github.com/zeebo/xxh3"
 )
 
 // Body wraps the content of a PUT or UploadPart and hashes it as it is read:
-// SHA-256 (the content address), MD5 (the ETag) and the x-amz-checksum
-// algorithms the request needs. Engines read it to EOF, then call Finish.
-// A Body is used by one goroutine.
+// SHA-256 (the content address), MD5 (the ETag), CRC64NVME (the checksum S3
+// stores when the client names none) and the x-amz-checksum algorithms the
+// request needs, all in the same pass. Engines read it to EOF, then call
+// Finish. A Body is used by one goroutine.
 type Body struct {
 	r    io.Reader
 	opts PutOptions
 
 	sha256 hash.Hash
 	md5    hash.Hash
-	sha1   hash.Hash // nil unless SHA1 is needed
+	sha1   hash.Hash      // nil unless SHA1 is needed
+	sha512 hash.Hash      // nil unless SHA512 is needed
+	xx64   *xxhash.Digest // nil unless XXHASH64 is needed
+	xx3    *xxh3.Hasher   // nil unless XXHASH3 or XXHASH128 is needed (one state serves both)
 
 	want    algSet
 	crc32   uint32
@@ -62,14 +70,26 @@ func NewBody(r io.Reader, opts PutOptions) *Body {
 	if b.want&bitSHA1 != 0 {
 		b.sha1 = sha1.New() //nolint:gosec // see import
 	}
+	if b.want&bitSHA512 != 0 {
+		b.sha512 = sha512.New()
+	}
+	if b.want&bitXXHASH64 != 0 {
+		b.xx64 = xxhash.New()
+	}
+	if b.want&(bitXXHASH3|bitXXHASH128) != 0 {
+		b.xx3 = xxh3.New()
+	}
 	return b
 }
 
 // planChecksums decides which checksums to compute and which one to store.
-// The SHA256 checksum is the content SHA-256, computed anyway.
+// The SHA256 and MD5 checksums are the content SHA-256 and the ETag's MD5,
+// computed anyway; CRC64NVME is always computed, as it is what S3 stores when
+// the client sends no checksum (it costs little beside SHA-256 and MD5).
 func planChecksums(opts PutOptions) (want algSet, stored string, err error) {
+	want = bitCRC64NVME
 	if len(opts.Checksums) > 1 {
-		return 0, "", fmt.Errorf("%w: expecting a single x-amz-checksum- header, multiple checksum types are not allowed", ErrInvalidRequest)
+		return 0, "", ClientError(ErrInvalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
 	}
 	for alg, value := range opts.Checksums {
 		up, err := NormalizeChecksumAlgorithm(alg)
@@ -86,6 +106,11 @@ func planChecksums(opts PutOptions) (want algSet, stored string, err error) {
 	requested, err := NormalizeChecksumAlgorithm(opts.ChecksumAlgorithm)
 	if err != nil {
 		return 0, "", err
+	}
+	if requested != "" && stored != "" && requested != stored {
+		// x-amz-sdk-checksum-algorithm names another algorithm than the
+		// x-amz-checksum-* value the client sent.
+		return 0, "", ClientError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found.")
 	}
 	if requested != "" {
 		bit, _ := algBit(requested)
@@ -167,6 +192,15 @@ func (b *Body) hashOthers(p []byte) {
 	if b.sha1 != nil {
 		_, _ = b.sha1.Write(p)
 	}
+	if b.sha512 != nil {
+		_, _ = b.sha512.Write(p)
+	}
+	if b.xx64 != nil {
+		_, _ = b.xx64.Write(p)
+	}
+	if b.xx3 != nil {
+		_, _ = b.xx3.Write(p)
+	}
 }
 
 // Finish is called once the body hit EOF (if it did not, Finish reads one
@@ -219,8 +253,8 @@ func (b *Body) Finish() (Digests, error) {
 			if err != nil {
 				return Digests{}, err
 			}
-			if bit, _ := algBit(up); b.want&bit == 0 {
-				return Digests{}, fmt.Errorf("%w: trailing checksum %s does not match x-amz-sdk-checksum-algorithm %s", ErrInvalidRequest, up, b.opts.ChecksumAlgorithm)
+			if req := strings.ToUpper(b.opts.ChecksumAlgorithm); req != "" && req != up {
+				return Digests{}, ClientError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found.")
 			}
 			if _, err := decodeChecksum(up, value); err != nil {
 				return Digests{}, err
@@ -231,10 +265,12 @@ func (b *Body) Finish() (Digests, error) {
 			stored = up
 		}
 	}
-	if stored != "" {
-		d.Checksum = Checksum{Algorithm: stored, Value: base64.StdEncoding.EncodeToString(b.raw(stored, &d))}
-		d.RawCRC = b.crcValue(stored)
+	if stored == "" {
+		// No checksum declared, requested or trailed: S3 adds CRC64NVME.
+		stored = AlgCRC64NVME
 	}
+	d.Checksum = Checksum{Algorithm: stored, Value: base64.StdEncoding.EncodeToString(b.raw(stored, &d))}
+	d.RawCRC = b.crcValue(stored)
 	return d, nil
 }
 
@@ -257,6 +293,17 @@ func (b *Body) raw(alg string, d *Digests) []byte {
 		return d.SHA256[:]
 	case AlgSHA1:
 		return b.sha1.Sum(nil)
+	case AlgMD5:
+		return d.MD5[:]
+	case AlgSHA512:
+		return b.sha512.Sum(nil)
+	case AlgXXHASH64:
+		return binary.BigEndian.AppendUint64(nil, b.xx64.Sum64())
+	case AlgXXHASH3:
+		return binary.BigEndian.AppendUint64(nil, b.xx3.Sum64())
+	case AlgXXHASH128:
+		s := b.xx3.Sum128().Bytes()
+		return s[:]
 	default:
 		return crcBytes(alg, b.crcValue(alg))
 	}

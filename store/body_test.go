@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/minio/crc64nvme"
+	"github.com/zeebo/xxh3"
 )
 
 // b64 encodes raw bytes as S3 checksum headers carry them.
@@ -38,6 +41,19 @@ func oracle(alg string, data []byte) string {
 	case AlgSHA256:
 		s := sha256.Sum256(data)
 		return b64(s[:])
+	case AlgMD5:
+		s := md5.Sum(data)
+		return b64(s[:])
+	case AlgSHA512:
+		s := sha512.Sum512(data)
+		return b64(s[:])
+	case AlgXXHASH64:
+		return b64(be64(xxhash.Sum64(data)))
+	case AlgXXHASH3:
+		return b64(be64(xxh3.Hash(data)))
+	case AlgXXHASH128:
+		h := xxh3.Hash128(data)
+		return b64(append(be64(h.Hi), be64(h.Lo)...))
 	}
 	panic(alg)
 }
@@ -61,7 +77,7 @@ func readAll(b *Body) ([]byte, Digests, error) {
 	return got, d, err
 }
 
-var allAlgs = []string{AlgCRC32, AlgCRC32C, AlgCRC64NVME, AlgSHA1, AlgSHA256}
+var allAlgs = []string{AlgCRC32, AlgCRC32C, AlgCRC64NVME, AlgSHA1, AlgSHA256, AlgMD5, AlgSHA512, AlgXXHASH64, AlgXXHASH3, AlgXXHASH128}
 
 // TestChecksumKnownValues pins the algorithms to the published check values
 // of "123456789", so that the oracle itself is not the only reference.
@@ -110,8 +126,10 @@ func TestBodyDigests(t *testing.T) {
 				t.Fatalf("alg %q: digests %d %x %x", alg, d.Size, d.MD5, d.SHA256)
 			}
 			if alg == "" {
-				if d.Checksum != (Checksum{}) || d.RawCRC != 0 {
-					t.Fatalf("no algorithm asked, got %+v %#x", d.Checksum, d.RawCRC)
+				// S3's default: CRC64NVME when the client names no checksum.
+				want := Checksum{Algorithm: AlgCRC64NVME, Value: oracle(AlgCRC64NVME, data)}
+				if d.Checksum != want || d.RawCRC != crc64nvme.Checksum(data) {
+					t.Fatalf("no algorithm asked, got %+v %#x, want %+v", d.Checksum, d.RawCRC, want)
 				}
 				continue
 			}
@@ -154,7 +172,7 @@ func TestBodyVerification(t *testing.T) {
 		opts PutOptions
 		want want
 	}{
-		{"content-md5 ok", PutOptions{ContentMD5: good[:]}, want{}},
+		{"content-md5 ok, default crc64nvme stored", PutOptions{ContentMD5: good[:]}, want{alg: AlgCRC64NVME, val: oracle(AlgCRC64NVME, data)}},
 		{"content-md5 bad", PutOptions{ContentMD5: bad[:]}, want{err: ErrBadDigest}},
 		{"content-md5 short", PutOptions{ContentMD5: good[:8]}, want{err: ErrBadDigest}},
 		{"declared crc32 ok", PutOptions{Checksums: map[string]string{AlgCRC32: oracle(AlgCRC32, data)}}, want{alg: AlgCRC32, val: oracle(AlgCRC32, data)}},
@@ -164,7 +182,17 @@ func TestBodyVerification(t *testing.T) {
 		{"declared sha256 ok", PutOptions{Checksums: map[string]string{AlgSHA256: oracle(AlgSHA256, data)}}, want{alg: AlgSHA256, val: oracle(AlgSHA256, data)}},
 		{"declared crc32 bad", PutOptions{Checksums: map[string]string{AlgCRC32: oracle(AlgCRC32, data[1:])}}, want{err: ErrBadDigest}},
 		{"declared sha256 bad", PutOptions{Checksums: map[string]string{AlgSHA256: oracle(AlgSHA256, data[1:])}}, want{err: ErrBadDigest}},
-		{"declared beats requested", PutOptions{ChecksumAlgorithm: AlgCRC32, Checksums: map[string]string{AlgSHA1: oracle(AlgSHA1, data)}}, want{alg: AlgSHA1, val: oracle(AlgSHA1, data)}},
+		{"declared other than requested", PutOptions{ChecksumAlgorithm: AlgCRC32, Checksums: map[string]string{AlgSHA1: oracle(AlgSHA1, data)}}, want{err: ErrInvalidRequest}},
+		{"declared same as requested", PutOptions{ChecksumAlgorithm: AlgSHA1, Checksums: map[string]string{AlgSHA1: oracle(AlgSHA1, data)}}, want{alg: AlgSHA1, val: oracle(AlgSHA1, data)}},
+		{"declared md5 ok", PutOptions{Checksums: map[string]string{AlgMD5: oracle(AlgMD5, data)}}, want{alg: AlgMD5, val: oracle(AlgMD5, data)}},
+		{"declared sha512 ok", PutOptions{Checksums: map[string]string{AlgSHA512: oracle(AlgSHA512, data)}}, want{alg: AlgSHA512, val: oracle(AlgSHA512, data)}},
+		{"declared xxhash64 ok", PutOptions{Checksums: map[string]string{AlgXXHASH64: oracle(AlgXXHASH64, data)}}, want{alg: AlgXXHASH64, val: oracle(AlgXXHASH64, data)}},
+		{"declared xxhash3 ok", PutOptions{Checksums: map[string]string{AlgXXHASH3: oracle(AlgXXHASH3, data)}}, want{alg: AlgXXHASH3, val: oracle(AlgXXHASH3, data)}},
+		{"declared xxhash128 ok", PutOptions{Checksums: map[string]string{AlgXXHASH128: oracle(AlgXXHASH128, data)}}, want{alg: AlgXXHASH128, val: oracle(AlgXXHASH128, data)}},
+		{"declared xxhash128 bad", PutOptions{Checksums: map[string]string{AlgXXHASH128: oracle(AlgXXHASH128, data[1:])}}, want{err: ErrBadDigest}},
+		{"declared xxhash3 value for xxhash64", PutOptions{Checksums: map[string]string{AlgXXHASH64: oracle(AlgXXHASH3, data)}}, want{err: ErrBadDigest}},
+		{"trailer xxhash3 unannounced", PutOptions{TrailerChecksum: trailer(AlgXXHASH3, oracle(AlgXXHASH3, data), nil)}, want{alg: AlgXXHASH3, val: oracle(AlgXXHASH3, data)}},
+		{"trailer sha512 announced", PutOptions{ChecksumAlgorithm: AlgSHA512, TrailerChecksum: trailer(AlgSHA512, oracle(AlgSHA512, data), nil)}, want{alg: AlgSHA512, val: oracle(AlgSHA512, data)}},
 		{"declared and md5 both checked", PutOptions{ContentMD5: bad[:], Checksums: map[string]string{AlgCRC32: oracle(AlgCRC32, data)}}, want{err: ErrBadDigest}},
 		{"trailer ok, announced", PutOptions{ChecksumAlgorithm: AlgCRC32, TrailerChecksum: trailer("crc32", oracle(AlgCRC32, data), nil)}, want{alg: AlgCRC32, val: oracle(AlgCRC32, data)}},
 		{"trailer ok, unannounced", PutOptions{TrailerChecksum: trailer(AlgCRC64NVME, oracle(AlgCRC64NVME, data), nil)}, want{alg: AlgCRC64NVME, val: oracle(AlgCRC64NVME, data)}},

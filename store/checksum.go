@@ -1,15 +1,19 @@
 package store
 
 import (
+	"crypto/md5"  //nolint:gosec // MD5 is an S3 checksum algorithm, not used for security here.
 	"crypto/sha1" //nolint:gosec // SHA-1 is an S3 checksum algorithm, not used for security here.
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
+	"strconv"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/minio/crc64nvme"
+	"github.com/zeebo/xxh3"
 )
 
 // castagnoli is the CRC32C table; crc32 uses the SSE4.2 instruction for it
@@ -26,7 +30,7 @@ const (
 
 // algSet is a bit set of checksum algorithms, so the hot path tests bits, not
 // strings.
-type algSet uint8
+type algSet uint16
 
 const (
 	bitCRC32 algSet = 1 << iota
@@ -34,45 +38,85 @@ const (
 	bitCRC64NVME
 	bitSHA1
 	bitSHA256
-	bitAll = bitCRC32 | bitCRC32C | bitCRC64NVME | bitSHA1 | bitSHA256
+	bitMD5
+	bitSHA512
+	bitXXHASH64
+	bitXXHASH3
+	bitXXHASH128
+	bitAll = bitCRC32 | bitCRC32C | bitCRC64NVME | bitSHA1 | bitSHA256 | bitMD5 | bitSHA512 | bitXXHASH64 | bitXXHASH3 | bitXXHASH128
 )
+
+// algorithms lists every x-amz-checksum algorithm with its bit and raw digest
+// size (the big-endian digest is what travels in base64).
+var algorithms = []struct {
+	name string
+	bit  algSet
+	size int
+}{
+	{AlgCRC32, bitCRC32, 4},
+	{AlgCRC32C, bitCRC32C, 4},
+	{AlgCRC64NVME, bitCRC64NVME, 8},
+	{AlgSHA1, bitSHA1, sha1.Size},
+	{AlgSHA256, bitSHA256, sha256.Size},
+	{AlgMD5, bitMD5, md5.Size},
+	{AlgSHA512, bitSHA512, sha512.Size},
+	{AlgXXHASH64, bitXXHASH64, 8},
+	{AlgXXHASH3, bitXXHASH3, 8},
+	{AlgXXHASH128, bitXXHASH128, 16},
+}
+
+// ChecksumAlgorithms returns the names of every supported algorithm, in the
+// order S3 documents them.
+func ChecksumAlgorithms() []string {
+	out := make([]string, len(algorithms))
+	for i, a := range algorithms {
+		out[i] = a.name
+	}
+	return out
+}
 
 // algBit maps an upper-case algorithm name to its bit.
 func algBit(alg string) (algSet, bool) {
-	switch alg {
-	case AlgCRC32:
-		return bitCRC32, true
-	case AlgCRC32C:
-		return bitCRC32C, true
-	case AlgCRC64NVME:
-		return bitCRC64NVME, true
-	case AlgSHA1:
-		return bitSHA1, true
-	case AlgSHA256:
-		return bitSHA256, true
+	for _, a := range algorithms {
+		if a.name == alg {
+			return a.bit, true
+		}
 	}
 	return 0, false
 }
 
-// checksumSize is the raw digest length of alg.
+// checksumSize is the raw digest length of alg (0 for an unknown name).
 func checksumSize(alg string) int {
-	switch alg {
-	case AlgCRC32, AlgCRC32C:
-		return 4
-	case AlgCRC64NVME:
-		return 8
-	case AlgSHA1:
-		return sha1.Size
-	case AlgSHA256:
-		return sha256.Size
+	for _, a := range algorithms {
+		if a.name == alg {
+			return a.size
+		}
 	}
 	return 0
 }
+
+// ChecksumSize is the raw digest length of an upper-case algorithm name, 0
+// if the name is unknown.
+func ChecksumSize(alg string) int { return checksumSize(alg) }
 
 // isCRC reports whether alg is one of the CRC algorithms (the ones that
 // support FULL_OBJECT multipart checksums).
 func isCRC(alg string) bool {
 	return alg == AlgCRC32 || alg == AlgCRC32C || alg == AlgCRC64NVME
+}
+
+// SplitComposite splits a COMPOSITE multipart checksum value "<base64>-N"
+// into its base64 part and N; ok is false when value has no valid suffix.
+func SplitComposite(value string) (b64 string, n int, ok bool) {
+	i := strings.LastIndexByte(value, '-')
+	if i < 0 {
+		return value, 0, false
+	}
+	n, err := strconv.Atoi(value[i+1:])
+	if err != nil || n < 1 || n > MaxPartNumber || value[i+1] == '+' {
+		return value, 0, false
+	}
+	return value[:i], n, true
 }
 
 // NormalizeChecksumAlgorithm returns the canonical upper-case name of an
@@ -84,7 +128,7 @@ func NormalizeChecksumAlgorithm(alg string) (string, error) {
 	}
 	up := strings.ToUpper(strings.TrimSpace(alg))
 	if _, ok := algBit(up); !ok {
-		return "", fmt.Errorf("%w: unsupported checksum algorithm %q", ErrInvalidRequest, alg)
+		return "", ClientError(ErrInvalidRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: ["+strings.Join(ChecksumAlgorithms(), ", ")+"]")
 	}
 	return up, nil
 }
@@ -93,7 +137,7 @@ func NormalizeChecksumAlgorithm(alg string) (string, error) {
 func decodeChecksum(alg, value string) ([]byte, error) {
 	raw, err := base64.StdEncoding.DecodeString(value)
 	if err != nil || len(raw) != checksumSize(alg) {
-		return nil, fmt.Errorf("%w: value for x-amz-checksum-%s is invalid", ErrInvalidRequest, strings.ToLower(alg))
+		return nil, ClientError(ErrInvalidRequest, "Value for x-amz-checksum-"+strings.ToLower(alg)+" header is invalid.")
 	}
 	return raw, nil
 }
@@ -122,8 +166,32 @@ func checksumOf(alg string, data []byte) []byte {
 	case AlgSHA256:
 		s := sha256.Sum256(data)
 		return s[:]
+	case AlgMD5:
+		s := md5.Sum(data) //nolint:gosec // see import
+		return s[:]
+	case AlgSHA512:
+		s := sha512.Sum512(data)
+		return s[:]
+	case AlgXXHASH64:
+		return binary.BigEndian.AppendUint64(nil, xxhash.Sum64(data))
+	case AlgXXHASH3:
+		return binary.BigEndian.AppendUint64(nil, xxh3.Hash(data))
+	case AlgXXHASH128:
+		s := xxh3.Hash128(data).Bytes()
+		return s[:]
 	}
 	return nil
+}
+
+// ChecksumOf returns the base64 x-amz-checksum of data for an upper-case
+// algorithm name ("" for an unknown one). For small bodies only (XML
+// requests); content is hashed by Body as it streams.
+func ChecksumOf(alg string, data []byte) string {
+	raw := checksumOf(alg, data)
+	if raw == nil {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(raw)
 }
 
 // crcCombine returns the CRC of A||B from crcA = CRC(A), crcB = CRC(B) and

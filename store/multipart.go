@@ -161,7 +161,7 @@ func NormalizeChecksumType(alg, ctype string) (string, error) {
 	}
 	if alg == "" {
 		if ctype != "" {
-			return "", fmt.Errorf("%w: x-amz-checksum-type requires x-amz-checksum-algorithm", ErrInvalidRequest)
+			return "", ClientError(ErrInvalidRequest, "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.")
 		}
 		return "", nil
 	}
@@ -177,16 +177,16 @@ func normalizeChecksumType(alg, ctype string) (string, error) {
 		return ChecksumComposite, nil
 	case ChecksumComposite:
 		if alg == AlgCRC64NVME {
-			return "", fmt.Errorf("%w: the COMPOSITE checksum type is not supported for CRC64NVME", ErrInvalidRequest)
+			return "", ClientError(ErrInvalidRequest, "The COMPOSITE checksum type cannot be used with the crc64nvme checksum algorithm.")
 		}
 		return ChecksumComposite, nil
 	case ChecksumFullObject:
 		if !isCRC(alg) {
-			return "", fmt.Errorf("%w: the FULL_OBJECT checksum type is not supported for %s", ErrInvalidRequest, alg)
+			return "", ClientError(ErrInvalidRequest, "The FULL_OBJECT checksum type cannot be used with the "+strings.ToLower(alg)+" checksum algorithm.")
 		}
 		return ChecksumFullObject, nil
 	}
-	return "", fmt.Errorf("%w: unsupported checksum type %q", ErrInvalidRequest, ctype)
+	return "", ClientError(ErrInvalidRequest, "Value for x-amz-checksum-type header is invalid.")
 }
 
 // crcFromBytes decodes a big-endian CRC of 4 or 8 bytes.

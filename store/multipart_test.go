@@ -167,7 +167,10 @@ func TestMultipartChecksum(t *testing.T) {
 		{AlgSHA1, ChecksumFullObject, "", "", ErrInvalidRequest},
 		{AlgCRC64NVME, ChecksumComposite, "", "", ErrInvalidRequest},
 		{AlgCRC32, "PARTIAL", "", "", ErrInvalidRequest},
-		{"MD5", "", "", "", ErrInvalidRequest},
+		{AlgMD5, "", ChecksumComposite, composite(AlgMD5), nil},
+		{AlgXXHASH128, ChecksumComposite, ChecksumComposite, composite(AlgXXHASH128), nil},
+		{AlgXXHASH3, ChecksumFullObject, "", "", ErrInvalidRequest},
+		{"MD4", "", "", "", ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.alg+"/"+tt.ctype, func(t *testing.T) {

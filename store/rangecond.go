@@ -11,7 +11,9 @@ import (
 // byte range: "bytes=a-b", "bytes=a-" or "bytes=-n". An empty spec, a
 // syntactically invalid one or a multi-range spec yields nil, nil: S3 ignores
 // those and returns the whole object. An unsatisfiable range (start beyond the
-// end, a zero-length suffix, any range of an empty object) is ErrInvalidRange.
+// end, a zero-length suffix, a first-pos range of an empty object) is
+// ErrInvalidRange; a suffix range of an empty object selects the whole (empty)
+// object, as S3 answers it.
 // The end is clamped to size-1.
 func ParseRange(spec string, size int64) (*ByteRange, error) {
 	spec = strings.TrimSpace(spec)
@@ -34,7 +36,12 @@ func ParseRange(spec string, size int64) (*ByteRange, error) {
 		if !ok {
 			return nil, nil
 		}
-		if n == 0 || size == 0 {
+		if size == 0 && n > 0 {
+			// S3 answers a suffix range of an empty object with the whole
+			// (empty) object, 200.
+			return nil, nil
+		}
+		if n == 0 {
 			return nil, fmt.Errorf("%w: bytes=-%d of a %d-byte object", ErrInvalidRange, n, size)
 		}
 		n = min(n, size)

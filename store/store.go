@@ -150,7 +150,9 @@ func (s *Store) ListObjects(ctx context.Context, bucket string, p ListParams) (L
 	return s.e.ListObjects(ctx, bucket, p)
 }
 
-// CopyObject implements ObjectStore; the destination key must be valid.
+// CopyObject implements ObjectStore; the destination key must be valid. The
+// copy's checksum is decided here (see copyChecksum), reading the source's
+// bytes only when the checksum it carries does not serve.
 func (s *Store) CopyObject(ctx context.Context, src CopySource, dstBucket, dstKey string, opts CopyOptions) (ObjectInfo, error) {
 	if err := ValidKey(src.Key); err != nil {
 		return ObjectInfo{}, fmt.Errorf("copy source: %w: %v", ErrNoSuchKey, err)
@@ -163,7 +165,17 @@ func (s *Store) CopyObject(ctx context.Context, src CopySource, dstBucket, dstKe
 		return ObjectInfo{}, err
 	}
 	opts.ChecksumAlgorithm = alg
-	return s.e.CopyObject(ctx, src, dstBucket, dstKey, opts)
+	for attempt := 1; ; attempt++ {
+		o, err := s.copyChecksum(ctx, src, opts)
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		info, err := s.e.CopyObject(ctx, src, dstBucket, dstKey, o)
+		if errors.Is(err, ErrCopySourceChanged) && attempt < copyChecksumAttempts {
+			continue
+		}
+		return info, err
+	}
 }
 
 // CreateMultipartUpload implements ObjectStore; it validates the key and

@@ -54,6 +54,11 @@ const (
 	AlgCRC64NVME = "CRC64NVME"
 	AlgSHA1      = "SHA1"
 	AlgSHA256    = "SHA256"
+	AlgMD5       = "MD5"
+	AlgSHA512    = "SHA512"
+	AlgXXHASH64  = "XXHASH64"
+	AlgXXHASH3   = "XXHASH3"
+	AlgXXHASH128 = "XXHASH128"
 )
 
 // Checksum type of a multipart object's checksum.
@@ -140,6 +145,12 @@ type PutOptions struct {
 	// IfMatch / IfNoneMatch are conditional-write headers ("" when absent).
 	IfMatch     string
 	IfNoneMatch string
+	// ChecksumType is x-amz-checksum-type on CompleteMultipartUpload ("" when
+	// absent); it must match the upload's.
+	ChecksumType string
+	// MPObjectSize is x-amz-mp-object-size on CompleteMultipartUpload (nil
+	// when absent); it must equal the sum of the chosen parts' sizes.
+	MPObjectSize *int64
 }
 
 // GetOptions select what GetObject returns.
@@ -246,6 +257,11 @@ type CopyOptions struct {
 	ReplaceMeta       bool       // x-amz-metadata-directive: REPLACE
 	Meta              ObjectMeta // used when ReplaceMeta
 	ChecksumAlgorithm string
+	// Checksum, when set, is the checksum of the source's bytes that the
+	// store computed for the destination (the engine stores it instead of
+	// the source's); SourceETag is the source ETag it was computed from.
+	Checksum   *Checksum
+	SourceETag string
 }
 
 // DeleteResult is the outcome for one key of DeleteObjects.

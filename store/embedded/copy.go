@@ -30,8 +30,9 @@ func resolveSource(ctx context.Context, tx *sql.Tx, src store.CopySource) (*reso
 // CopyObject implements store.ObjectStore as a metadata operation: the new row
 // references the source's blob (or a copy of its manifest); no blob row and no
 // byte is added. Source and destination are read and written in one write
-// transaction under both object locks. A requested checksum algorithm other
-// than the source's is not recomputed; the source's checksum is kept.
+// transaction under both object locks. The destination keeps the source's
+// checksum unless the store computed a new one from the source's bytes
+// (opts.Checksum, for opts.SourceETag).
 func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket, dstKey string, opts store.CopyOptions) (store.ObjectInfo, error) {
 	var out store.ObjectInfo
 	same := src.Bucket == dstBucket && src.Key == dstKey
@@ -45,7 +46,10 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 		if err != nil {
 			return err
 		}
-		if same && !opts.ReplaceMeta {
+		if opts.SourceETag != "" && r.info.ETag != opts.SourceETag {
+			return store.ErrCopySourceChanged
+		}
+		if same && !opts.ReplaceMeta && opts.Checksum == nil {
 			return enginekit.ErrCopyToItself
 		}
 		out = r.info
@@ -53,21 +57,28 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 		if opts.ReplaceMeta {
 			out.Meta = opts.Meta
 		}
+		if opts.Checksum != nil {
+			out.Checksum = *opts.Checksum
+		}
 		if same {
 			meta, err := json.Marshal(out.Meta)
 			if err != nil {
 				return fmt.Errorf("encode metadata: %w", err)
 			}
+			ck, err := checksumArg(out.Checksum)
+			if err != nil {
+				return err
+			}
 			lm := now()
-			if _, err := tx.ExecContext(ctx, `UPDATE objects SET meta = ?, last_modified = ? WHERE bucket = ? AND key = ?`,
-				string(meta), toMicros(lm), dstBucket, dstKey); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE objects SET meta = ?, checksum = ?, last_modified = ? WHERE bucket = ? AND key = ?`,
+				string(meta), ck, toMicros(lm), dstBucket, dstKey); err != nil {
 				return fmt.Errorf("update metadata: %w", mapErr(err))
 			}
 			out.LastModified = lm
 			return nil
 		}
 		row := objectRow{bucket: dstBucket, key: dstKey, size: r.info.Size, etag: r.info.ETag,
-			meta: out.Meta, checksum: r.info.Checksum, partCount: len(r.parts)}
+			meta: out.Meta, checksum: out.Checksum, partCount: len(r.parts)}
 		if r.single != nil {
 			row.blobID = &r.single.blobID
 		}

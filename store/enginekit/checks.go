@@ -27,7 +27,12 @@ func SelectRange(size int64, multipart bool, part func(n int) (Part, bool), opts
 			if opts.PartNumber != 1 {
 				return nil, fmt.Errorf("%w: part %d of a single-part object", store.ErrInvalidRange, opts.PartNumber)
 			}
-			return nil, nil
+			if size == 0 {
+				return nil, nil
+			}
+			// S3 answers part 1 of a plain object as a range over all of it
+			// (206 with Content-Range).
+			return &store.ByteRange{Start: 0, End: size - 1}, nil
 		}
 		if p, ok := part(opts.PartNumber); ok {
 			if p.Size == 0 {
@@ -93,23 +98,132 @@ func CheckWriteConditions(opts store.PutOptions, exists bool, curETag string) er
 	return nil
 }
 
-// VerifyCompleteChecksum compares a full-object checksum the client sent with
-// Complete against the combined one; composite values carry a part-count
-// suffix that clients may leave out.
+// VerifyCompleteChecksum compares the object checksum the client sent with
+// Complete (x-amz-checksum-*) against the combined one: composite values
+// carry a "-N" part-count suffix that clients may leave out, and a value of
+// another algorithm than the object's is refused, not ignored.
 func VerifyCompleteChecksum(opts store.PutOptions, ck store.Checksum) error {
 	for alg, value := range opts.Checksums {
 		if !strings.EqualFold(alg, ck.Algorithm) {
-			continue
+			return typeMismatch(ck.Algorithm, alg)
 		}
 		want := ck.Value
-		if ck.Type == store.ChecksumComposite && !strings.Contains(value, "-") {
-			want, _, _ = strings.Cut(want, "-")
+		if _, _, suffixed := store.SplitComposite(value); ck.Type == store.ChecksumComposite && !suffixed {
+			want, _, _ = store.SplitComposite(want)
 		}
 		if value != want {
-			return fmt.Errorf("%w: the %s you specified did not match the calculated checksum", store.ErrBadDigest, ck.Algorithm)
+			return store.ClientError(store.ErrBadDigest, "The "+ck.Algorithm+" you specified did not match the calculated checksum.")
 		}
 	}
 	return nil
+}
+
+// typeMismatch is S3's answer to a checksum of another algorithm than the
+// multipart upload's (on UploadPart or Complete).
+func typeMismatch(expected, actual string) error {
+	if expected == "" {
+		expected = "null"
+	}
+	return store.ClientError(store.ErrInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: "+
+		strings.ToLower(expected)+", actual checksum Type: "+strings.ToLower(actual))
+}
+
+// PartPutOptions checks the checksum of an UploadPart against the upload's
+// algorithm and fills it in where the part names none, so that Complete can
+// combine the parts' checksums. A declared, announced or trailing checksum
+// of another algorithm is S3's "Checksum Type mismatch" InvalidRequest.
+func PartPutOptions(u store.Upload, opts store.PutOptions) (store.PutOptions, error) {
+	want := u.ChecksumAlgorithm
+	if want == "" {
+		return opts, nil
+	}
+	for alg := range opts.Checksums {
+		if !strings.EqualFold(alg, want) {
+			return opts, typeMismatch(want, alg)
+		}
+	}
+	if opts.ChecksumAlgorithm != "" && !strings.EqualFold(opts.ChecksumAlgorithm, want) {
+		return opts, typeMismatch(want, opts.ChecksumAlgorithm)
+	}
+	if trailer := opts.TrailerChecksum; trailer != nil {
+		opts.TrailerChecksum = func() (string, string, error) {
+			alg, value, err := trailer()
+			if err == nil && alg != "" && !strings.EqualFold(alg, want) {
+				return "", "", typeMismatch(want, alg)
+			}
+			return alg, value, err
+		}
+	}
+	if opts.ChecksumAlgorithm == "" && len(opts.Checksums) == 0 {
+		// No value declared (or one only in a trailer): compute the
+		// upload's algorithm, which the trailer, if any, must then match.
+		opts.ChecksumAlgorithm = want
+	}
+	return opts, nil
+}
+
+// CompleteChecksum runs the checksum and size checks of
+// CompleteMultipartUpload for the chosen parts (already matched against the
+// request by store.CheckCompleteParts) and returns the object's checksum:
+//   - x-amz-mp-object-size must equal the parts' total;
+//   - x-amz-checksum-type, if sent, must be the upload's;
+//   - a COMPOSITE upload needs the part checksum listed for every part;
+//   - an upload without an algorithm gets S3's default, a FULL_OBJECT
+//     CRC64NVME combined from the parts' CRC64NVMEs (when every part has one);
+//   - a whole-object checksum the client sent must match (VerifyCompleteChecksum).
+func CompleteChecksum(u store.Upload, req []store.CompletePart, chosen []store.PartInfo, opts store.PutOptions) (store.Checksum, error) {
+	if opts.MPObjectSize != nil {
+		var size int64
+		for _, p := range chosen {
+			size += p.Size
+		}
+		if *opts.MPObjectSize != size {
+			return store.Checksum{}, store.ClientError(store.ErrInvalidRequest, fmt.Sprintf(
+				"The provided 'x-amz-mp-object-size' header value %d does not match what was computed: %d", *opts.MPObjectSize, size))
+		}
+	}
+	alg, ctype := u.ChecksumAlgorithm, u.ChecksumType
+	if alg != "" {
+		if t := strings.ToUpper(opts.ChecksumType); t != "" && t != ctype {
+			return store.Checksum{}, store.ClientError(store.ErrInvalidRequest, "The upload was created using the "+ctype+
+				" checksum mode. The complete request must use the same checksum mode.")
+		}
+		if ctype == store.ChecksumComposite {
+			for _, cp := range req {
+				if !hasChecksum(cp.Checksums, alg) {
+					return store.Checksum{}, store.ClientError(store.ErrInvalidRequest, fmt.Sprintf(
+						"The upload was created using a %s checksum. The complete request must include the checksum for each part. It was missing for part %d in the request.",
+						strings.ToLower(alg), cp.Number))
+				}
+			}
+		}
+	} else {
+		alg, ctype = store.AlgCRC64NVME, store.ChecksumFullObject
+		for _, p := range chosen {
+			if p.Checksum.Algorithm != store.AlgCRC64NVME {
+				alg = "" // a part from before the default, or of another algorithm
+				break
+			}
+		}
+	}
+	ck, err := store.MultipartChecksum(alg, ctype, chosen)
+	if err != nil {
+		return store.Checksum{}, err
+	}
+	if err := VerifyCompleteChecksum(opts, ck); err != nil {
+		return store.Checksum{}, err
+	}
+	return ck, nil
+}
+
+// hasChecksum reports whether a Complete part entry lists a checksum of alg.
+func hasChecksum(m map[string]string, alg string) bool {
+	for a, v := range m {
+		if strings.EqualFold(a, alg) && v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrCopyToItself is S3's answer to a copy onto itself that changes nothing;

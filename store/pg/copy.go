@@ -15,8 +15,8 @@ import (
 // CopyObject implements store.ObjectStore as a metadata operation: the new row
 // references the source's blob (or a copy of its manifest). Source and
 // destination are read and written in one transaction under both object locks.
-// A requested checksum algorithm other than the source's is not recomputed;
-// the source's checksum is kept.
+// The destination keeps the source's checksum unless the store computed a new
+// one from the source's bytes (opts.Checksum, for opts.SourceETag).
 func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket, dstKey string, opts store.CopyOptions) (store.ObjectInfo, error) {
 	var out store.ObjectInfo
 	same := src.Bucket == dstBucket && src.Key == dstKey
@@ -39,7 +39,10 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 		if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
 			return err
 		}
-		if same && !opts.ReplaceMeta {
+		if opts.SourceETag != "" && r.info.ETag != opts.SourceETag {
+			return store.ErrCopySourceChanged
+		}
+		if same && !opts.ReplaceMeta && opts.Checksum == nil {
 			return enginekit.ErrCopyToItself
 		}
 		out = r.info
@@ -47,17 +50,20 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 		if opts.ReplaceMeta {
 			out.Meta = opts.Meta
 		}
+		if opts.Checksum != nil {
+			out.Checksum = *opts.Checksum
+		}
 		if same {
 			var lm time.Time
-			if err := tx.QueryRow(ctx, `UPDATE objects SET meta = $3, last_modified = clock_timestamp()
-				WHERE bucket = $1 AND key = $2 RETURNING last_modified`, dstBucket, dstKey, out.Meta).Scan(&lm); err != nil {
+			if err := tx.QueryRow(ctx, `UPDATE objects SET meta = $3, checksum = $4, last_modified = clock_timestamp()
+				WHERE bucket = $1 AND key = $2 RETURNING last_modified`, dstBucket, dstKey, out.Meta, checksumArg(out.Checksum)).Scan(&lm); err != nil {
 				return fmt.Errorf("update metadata: %w", mapErr(err))
 			}
 			out.LastModified = lm
 			return nil
 		}
 		row := objectRow{bucket: dstBucket, key: dstKey, size: r.info.Size, etag: r.info.ETag,
-			meta: out.Meta, checksum: r.info.Checksum, partCount: len(r.parts)}
+			meta: out.Meta, checksum: out.Checksum, partCount: len(r.parts)}
 		if r.blob != nil {
 			row.blobID = &r.blob.ID
 		}

@@ -80,8 +80,8 @@ func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, p
 	if err != nil {
 		return store.PartInfo{}, err
 	}
-	if u.ChecksumAlgorithm != "" && opts.ChecksumAlgorithm == "" && len(opts.Checksums) == 0 && opts.TrailerChecksum == nil {
-		opts.ChecksumAlgorithm = u.ChecksumAlgorithm
+	if opts, err = enginekit.PartPutOptions(u, opts); err != nil {
+		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
 	}
 	pi := store.PartInfo{Number: partNumber}
 	_, err = e.stagedPut(ctx, body, opts, func(ctx context.Context, tx pgx.Tx, b blobRef) error {
@@ -138,7 +138,7 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 			return nil // copy bytes, below, outside this transaction
 		}
 		pi.Size, pi.ETag = r.info.Size, r.info.ETag
-		if u.ChecksumAlgorithm != "" {
+		if u.ChecksumAlgorithm != "" || r.info.Checksum.Algorithm == store.AlgCRC64NVME { // the default a no-algorithm upload combines
 			pi.Checksum = store.Checksum{Algorithm: r.info.Checksum.Algorithm, Value: r.info.Checksum.Value}
 		}
 		referenced = true
@@ -222,11 +222,8 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		if err != nil {
 			return err
 		}
-		ck, err := store.MultipartChecksum(u.ChecksumAlgorithm, u.ChecksumType, chosen)
+		ck, err := enginekit.CompleteChecksum(u, parts, chosen, opts)
 		if err != nil {
-			return err
-		}
-		if err := enginekit.VerifyCompleteChecksum(opts, ck); err != nil {
 			return err
 		}
 		nums := make([]int32, len(chosen))
