@@ -58,6 +58,11 @@ type Config struct {
 	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
 	// so scrapes reuse them for this long (0: recompute on every scrape).
 	MetricsStatsTTL Duration `env:"METRICS_STATS_TTL" envDefault:"10s" help:"how long scrapes reuse the blob statistics (table scans); 0 recomputes every scrape"`
+	// ReadIdleTimeout / WriteIdleTimeout bound how long a request body read
+	// or a response write may make no progress: a slow client holds nothing
+	// for longer (per-read/per-write deadlines, not a whole-request timeout).
+	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
+	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
 }
 
 // MetricsOff is the METRICS_ADDR value that disables the metrics listener
@@ -177,6 +182,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConns < 4 {
 		return errors.New(Prefix + "DB_MAX_CONNS: at least 4")
+	}
+	if c.ReadIdleTimeout <= 0 || c.WriteIdleTimeout <= 0 {
+		return errors.New(Prefix + "READ_IDLE_TIMEOUT / " + Prefix + "WRITE_IDLE_TIMEOUT: must be positive (an idle client must not hold the gateway forever)")
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -62,6 +63,7 @@ var (
 	errInvalidAttributeName     = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid attribute name specified."}
 	errInternal                 = &apiError{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
 	errServiceUnavailable       = &apiError{"ServiceUnavailable", http.StatusServiceUnavailable, "Service is unable to handle request."}
+	errRequestTimeout           = &apiError{"RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."}
 )
 
 // notFoundDefault builds the "no such configuration" answers that clients
@@ -169,6 +171,11 @@ type errorBody struct {
 
 // writeError answers err. HEAD answers and 304 carry no body.
 func (a *api) writeError(rq *request, err error) {
+	if rq.idle.TimedOut() {
+		// The idle body read decides the answer, whatever layer (auth's
+		// chunk decoder, the store, a cancelled context) reported it.
+		err = fmt.Errorf("%w: %w", errRequestTimeout, err)
+	}
 	e, internal := toAPIError(err)
 	rq.errCode = e.Code
 	if internal {

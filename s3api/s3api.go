@@ -55,6 +55,11 @@ type Config struct {
 	// run the operation (see authz.go); nil allows every authenticated key
 	// everything.
 	Authorizer Authorizer
+	// ReadIdleTimeout ends a request whose body makes no progress for this
+	// long (400 RequestTimeout); WriteIdleTimeout cuts off a response the
+	// client does not take for this long. 0 means DefaultIdleTimeout.
+	ReadIdleTimeout  time.Duration
+	WriteIdleTimeout time.Duration
 }
 
 // DefaultMaxXMLBody is the default cap of parsed request bodies.
@@ -86,6 +91,12 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 	}
 	if cfg.MaxXMLBody <= 0 {
 		cfg.MaxXMLBody = DefaultMaxXMLBody
+	}
+	if cfg.ReadIdleTimeout <= 0 {
+		cfg.ReadIdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.WriteIdleTimeout <= 0 {
+		cfg.WriteIdleTimeout = DefaultIdleTimeout
 	}
 	cfg.Domain = strings.ToLower(strings.Trim(cfg.Domain, "."))
 	if log == nil {
@@ -177,7 +188,9 @@ type request struct {
 	key       string
 	accessKey string
 	// body is the verified, decoded request body (auth.Result.Body), counted.
-	body    *countingReader
+	body *countingReader
+	// idle is the raw body under its idle read deadline (nil: no body).
+	idle    *idleBody
 	size    int64
 	trailer func() (alg, value string, err error)
 	errCode string
@@ -190,9 +203,12 @@ type handlerFunc func(a *api, rq *request) error
 // access log.
 func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, routeErr error) {
 	start := time.Now()
+	rc := http.NewResponseController(w)
+	startWriteIdle(rc, a.cfg.WriteIdleTimeout)
 	rq := &request{
 		r:      r,
-		w:      &respWriter{ResponseWriter: w},
+		w:      &respWriter{ResponseWriter: w, rc: rc, writeIdle: a.cfg.WriteIdleTimeout},
+		idle:   wrapIdleBody(r, rc, a.cfg.ReadIdleTimeout),
 		ctx:    r.Context(),
 		q:      r.URL.Query(),
 		id:     newRequestID(),
@@ -300,11 +316,15 @@ func newHostID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// respWriter records the status and counts the body bytes written.
+// respWriter records the status and counts the body bytes written. Every
+// write gets the idle deadline: a client that takes nothing for writeIdle is
+// cut off (the write fails and the handler aborts, releasing what it holds).
 type respWriter struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
+	rc        *http.ResponseController
+	writeIdle time.Duration
+	status    int
+	bytes     int64
 }
 
 func (w *respWriter) WriteHeader(code int) {
@@ -318,9 +338,21 @@ func (w *respWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	n, err := w.ResponseWriter.Write(p)
-	w.bytes += int64(n)
-	return n, err
+	var n int
+	for len(p) > 0 {
+		k := min(len(p), writeSlice)
+		if w.rc != nil {
+			_ = w.rc.SetWriteDeadline(time.Now().Add(w.writeIdle)) // ErrNotSupported: unbounded, as before
+		}
+		m, err := w.ResponseWriter.Write(p[:k])
+		n += m
+		w.bytes += int64(m)
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // Unwrap lets http.ResponseController reach the real writer (per-write
