@@ -24,18 +24,20 @@ const writeSlice = 64 << 10
 // would bound the whole upload instead, cutting off large, healthy ones.
 type idleBody struct {
 	io.ReadCloser
+	w        *respWriter
 	rc       *http.ResponseController
 	timeout  time.Duration
 	timedOut atomic.Bool
+	started  bool
 	done     bool
 }
 
 // wrapIdleBody installs the idle read deadline on r's body (if it has one).
-func wrapIdleBody(r *http.Request, rc *http.ResponseController, timeout time.Duration) *idleBody {
+func wrapIdleBody(r *http.Request, w *respWriter, timeout time.Duration) *idleBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	b := &idleBody{ReadCloser: r.Body, rc: rc, timeout: timeout}
+	b := &idleBody{ReadCloser: r.Body, w: w, rc: w.rc, timeout: timeout}
 	r.Body = b
 	return b
 }
@@ -43,6 +45,11 @@ func wrapIdleBody(r *http.Request, rc *http.ResponseController, timeout time.Dur
 func (b *idleBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.ReadCloser.Read(p)
+	}
+	if !b.started {
+		// The first read sends "100 Continue" if the client asked for it.
+		b.started = true
+		b.w.extend()
 	}
 	// ErrNotSupported (a writer without deadlines, e.g. in unit tests) leaves
 	// the read unbounded, as it was before; nothing else can fail here.
@@ -66,10 +73,3 @@ func (b *idleBody) Read(p []byte) (int, error) {
 
 // TimedOut reports whether a read of the body hit the idle timeout; nil-safe.
 func (b *idleBody) TimedOut() bool { return b != nil && b.timedOut.Load() }
-
-// startWriteIdle gives the request's first writes (the 100-continue interim
-// answer, headers) the idle deadline: a keep-alive connection still carries
-// the previous request's deadline.
-func startWriteIdle(rc *http.ResponseController, timeout time.Duration) {
-	_ = rc.SetWriteDeadline(time.Now().Add(timeout)) // ErrNotSupported: unbounded, as before
-}

@@ -204,11 +204,16 @@ type handlerFunc func(a *api, rq *request) error
 func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, routeErr error) {
 	start := time.Now()
 	rc := http.NewResponseController(w)
-	startWriteIdle(rc, a.cfg.WriteIdleTimeout)
+	rw := &respWriter{ResponseWriter: w, rc: rc, writeIdle: a.cfg.WriteIdleTimeout}
+	// A keep-alive connection still carries the previous request's write
+	// deadline; and whatever net/http writes after the handler returns (the
+	// buffered end of the answer) gets a fresh one.
+	rw.extend()
+	defer rw.extend()
 	rq := &request{
 		r:      r,
-		w:      &respWriter{ResponseWriter: w, rc: rc, writeIdle: a.cfg.WriteIdleTimeout},
-		idle:   wrapIdleBody(r, rc, a.cfg.ReadIdleTimeout),
+		w:      rw,
+		idle:   wrapIdleBody(r, rw, a.cfg.ReadIdleTimeout),
 		ctx:    r.Context(),
 		q:      r.URL.Query(),
 		id:     newRequestID(),
@@ -331,7 +336,17 @@ func (w *respWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	w.extend()
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// extend gives the next write to the client the full idle timeout. A request
+// may run long before its first write (a large PUT), and net/http sends
+// headers-only answers when the handler returns: each needs a fresh deadline.
+func (w *respWriter) extend() {
+	if w.rc != nil {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.writeIdle)) // ErrNotSupported: unbounded, as before
+	}
 }
 
 func (w *respWriter) Write(p []byte) (int, error) {
@@ -341,9 +356,7 @@ func (w *respWriter) Write(p []byte) (int, error) {
 	var n int
 	for len(p) > 0 {
 		k := min(len(p), writeSlice)
-		if w.rc != nil {
-			_ = w.rc.SetWriteDeadline(time.Now().Add(w.writeIdle)) // ErrNotSupported: unbounded, as before
-		}
+		w.extend()
 		m, err := w.ResponseWriter.Write(p[:k])
 		n += m
 		w.bytes += int64(m)
