@@ -63,6 +63,11 @@ type Config struct {
 	MaxClientConns int `env:"MAX_CONNS" envDefault:"1024" help:"most client connections at once (beyond: 503 SlowDown and close)"`
 	// DBWait is how long start-up waits for PostgreSQL to accept connections.
 	DBWait Duration `env:"DB_WAIT" envDefault:"60s" help:"how long start-up waits for PostgreSQL (backoff; 0: try once)"`
+	// ReadIdleTimeout / WriteIdleTimeout bound how long a request body read
+	// or a response write may make no progress: a slow client holds nothing
+	// for longer (per-read/per-write deadlines, not a whole-request timeout).
+	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
+	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
 }
 
 // MetricsOff is the METRICS_ADDR value that disables the metrics listener
@@ -185,6 +190,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxClientConns < 1 {
 		return errors.New(Prefix + "MAX_CONNS: at least 1")
+	}
+	if c.ReadIdleTimeout <= 0 || c.WriteIdleTimeout <= 0 {
+		return errors.New(Prefix + "READ_IDLE_TIMEOUT / " + Prefix + "WRITE_IDLE_TIMEOUT: must be positive (an idle client must not hold the gateway forever)")
 	}
 	return nil
 }

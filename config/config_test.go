@@ -102,6 +102,18 @@ func TestLoad(t *testing.T) {
 		}},
 		{name: "metrics bad", env: append(base, "S3GATE_METRICS_ADDR=9001"), wantErr: "S3GATE_METRICS_ADDR"},
 		{name: "metrics on the S3 address", env: append(base, "S3GATE_METRICS_ADDR=127.0.0.1:9000"), wantErr: "S3GATE_METRICS_ADDR"},
+		{name: "idle timeouts default", env: base, check: func(t *testing.T, c Config) {
+			if time.Duration(c.ReadIdleTimeout) != time.Minute || time.Duration(c.WriteIdleTimeout) != time.Minute {
+				t.Fatalf("idle timeouts %v / %v, want 60s", c.ReadIdleTimeout, c.WriteIdleTimeout)
+			}
+		}},
+		{name: "idle timeouts set", env: append(base, "S3GATE_READ_IDLE_TIMEOUT=2s"), args: []string{"-write-idle-timeout", "1500ms"}, check: func(t *testing.T, c Config) {
+			if time.Duration(c.ReadIdleTimeout) != 2*time.Second || time.Duration(c.WriteIdleTimeout) != 1500*time.Millisecond {
+				t.Fatalf("idle timeouts %v / %v", c.ReadIdleTimeout, c.WriteIdleTimeout)
+			}
+		}},
+		{name: "bad read idle timeout", env: append(base, "S3GATE_READ_IDLE_TIMEOUT=never"), wantErr: "S3GATE_READ_IDLE_TIMEOUT"},
+		{name: "zero write idle timeout", env: append(base, "S3GATE_WRITE_IDLE_TIMEOUT=0s"), wantErr: "S3GATE_WRITE_IDLE_TIMEOUT"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

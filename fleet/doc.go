@@ -27,7 +27,9 @@
 // engine. The GET path must:
 //
 //  1. resolve the metadata (object -> blob ids) in one snapshot;
-//  2. Acquire a pin for every streamed blob (inline content needs none);
+//  2. Acquire a pin for the first streamed blob before answering, and for each
+//     later blob (part) when the stream reaches it, releasing the previous
+//     one (inline content needs none): a stream holds one pin at a time;
 //  3. re-check, in a fresh statement, that each blob row still exists: a GC that
 //     took the exclusive lock before the pin may have deleted it in between, and
 //     from then on the pin keeps GC from deleting it (GC takes
@@ -36,6 +38,10 @@
 //  4. call Pin.Valid (or the Guard func) for HEAD/304/416 answers too, before
 //     the first read and for every quantum the bandwidth governor releases;
 //  5. Release the pin exactly once when the response ends.
+//
+// SessionPins' mutex guards only in-process state: lock and unlock statements
+// run outside it (a blob with a statement in flight is marked busy), so a slow
+// round trip for one blob never blocks the pins of another.
 //
 // Acquire returns an error wrapping ErrTooManyPins beyond the per-instance cap
 // (answer 503 SlowDown) and one wrapping ErrSessionLost while the pin session is

@@ -291,3 +291,114 @@ func TestNewSessionPinsRefusesUnsafe(t *testing.T) {
 		t.Errorf("NewSessionPins with idle_session_timeout 9s: %v", err)
 	}
 }
+
+// The pins' mutex is never held across a round trip: while the lock statement
+// of blob A (and later its unlock) is stalled on the wire, another stream of an
+// already pinned blob B is pinned and released, the metrics and the backend
+// are readable, and a new blob's pin waits for the connection only as long as
+// its own context allows (with the mutex held across the statement, each of
+// these would wait for A).
+func TestPinsSlowStatementBlocksNoOtherBlob(t *testing.T) {
+	dsn := pgtestDSN(t)
+	stall := make(chan struct{})
+	entered := make(chan string, 2)
+	keyA := BlobLockKey(1)
+	cfg := PinsConfig{Session: SessionConfig{DSN: dsn}}
+	var gate sync.Mutex // guards stalling
+	stalling := true
+	cfg.beforeStatement = func(op string, key int64) {
+		gate.Lock()
+		s := stalling
+		gate.Unlock()
+		if key == keyA && s {
+			entered <- op
+			<-stall
+		}
+	}
+	p := newPins(t, cfg)
+	b, err := p.Acquire(tctx(t), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// quick runs f and fails the test if it is still blocked after a generous
+	// deadline: with the old mutex it would block until A's statement ends,
+	// which only this test's goroutine can allow.
+	quick := func(what string, f func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(20 * time.Second):
+			close(stall)
+			t.Fatalf("%s blocked behind blob A's statement", what)
+		}
+	}
+	stalledPhase := func(op string) {
+		t.Helper()
+		if got := <-entered; got != op {
+			t.Fatalf("stalled statement %q, want %q", got, op)
+		}
+		quick("second stream of B", func() error {
+			b2, err := p.Acquire(tctx(t), 2)
+			if err != nil {
+				return err
+			}
+			if !b2.Valid() {
+				return errors.New("second pin of B invalid")
+			}
+			b2.Release()
+			return nil
+		})
+		quick("backend pid", func() error {
+			if p.BackendPID() == 0 {
+				return errors.New("no backend")
+			}
+			return nil
+		})
+		quick("new blob C with a short deadline", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			c, err := p.Acquire(ctx, 3)
+			if err == nil {
+				c.Release()
+				return errors.New("blob C pinned while the connection is busy with A")
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			return nil
+		})
+	}
+
+	aDone := make(chan Pin, 1)
+	go func() {
+		a, err := p.Acquire(tctx(t), 1)
+		if err != nil {
+			t.Errorf("acquire A: %v", err)
+		}
+		aDone <- a
+	}()
+	stalledPhase("lock")
+	close(stall)
+	a := <-aDone
+	if a == nil {
+		t.FailNow()
+	}
+	stall = make(chan struct{})
+	relDone := make(chan struct{})
+	go func() { a.Release(); close(relDone) }()
+	stalledPhase("unlock")
+	gate.Lock()
+	stalling = false
+	gate.Unlock()
+	close(stall)
+	<-relDone
+	b.Release()
+	if m := p.Metrics(); m.PinsHeld.Load() != 0 || m.PinRefs.Load() != 0 {
+		t.Errorf("after release: held %d refs %d", m.PinsHeld.Load(), m.PinRefs.Load())
+	}
+}

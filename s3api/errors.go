@@ -66,6 +66,7 @@ var (
 	errMissingContentLength     = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
 	errPartNotSatisfiable       = &apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable"}
 	errInvalidMPObjectSize      = &apiError{"InvalidRequest", http.StatusBadRequest, "Value for x-amz-mp-object-size header is invalid."}
+	errRequestTimeout           = &apiError{"RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."}
 )
 
 // Errors of the exact-behaviour refusals (refusals.go).
@@ -181,6 +182,11 @@ type errorBody struct {
 
 // writeError answers err. HEAD answers and 304 carry no body.
 func (a *api) writeError(rq *request, err error) {
+	if rq.idle.TimedOut() {
+		// The idle body read decides the answer, whatever layer (auth's
+		// chunk decoder, the store, a cancelled context) reported it.
+		err = fmt.Errorf("%w: %w", errRequestTimeout, err)
+	}
 	e, internal := toAPIError(err)
 	rq.errCode = e.Code
 	if internal {

@@ -55,6 +55,11 @@ type Config struct {
 	// run the operation (see authz.go); nil allows every authenticated key
 	// everything.
 	Authorizer Authorizer
+	// ReadIdleTimeout ends a request whose body makes no progress for this
+	// long (400 RequestTimeout); WriteIdleTimeout cuts off a response the
+	// client does not take for this long. 0 means DefaultIdleTimeout.
+	ReadIdleTimeout  time.Duration
+	WriteIdleTimeout time.Duration
 }
 
 // DefaultMaxXMLBody is the default cap of parsed request bodies.
@@ -86,6 +91,12 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 	}
 	if cfg.MaxXMLBody <= 0 {
 		cfg.MaxXMLBody = DefaultMaxXMLBody
+	}
+	if cfg.ReadIdleTimeout <= 0 {
+		cfg.ReadIdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.WriteIdleTimeout <= 0 {
+		cfg.WriteIdleTimeout = DefaultIdleTimeout
 	}
 	cfg.Domain = strings.ToLower(strings.Trim(cfg.Domain, "."))
 	if log == nil {
@@ -241,7 +252,9 @@ type request struct {
 	key       string
 	accessKey string
 	// body is the verified, decoded request body (auth.Result.Body), counted.
-	body    *countingReader
+	body *countingReader
+	// idle is the raw body under its idle read deadline (nil: no body).
+	idle    *idleBody
 	size    int64
 	trailer func() (alg, value string, err error)
 	errCode string
@@ -254,9 +267,17 @@ type handlerFunc func(a *api, rq *request) error
 // access log.
 func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, routeErr error) {
 	start := time.Now()
+	rc := http.NewResponseController(w)
+	rw := &respWriter{ResponseWriter: w, rc: rc, writeIdle: a.cfg.WriteIdleTimeout}
+	// A keep-alive connection still carries the previous request's write
+	// deadline; and whatever net/http writes after the handler returns (the
+	// buffered end of the answer) gets a fresh one.
+	rw.extend()
+	defer rw.extend()
 	rq := &request{
 		r:      r,
-		w:      &respWriter{ResponseWriter: w},
+		w:      rw,
+		idle:   wrapIdleBody(r, rw, a.cfg.ReadIdleTimeout),
 		ctx:    r.Context(),
 		q:      r.URL.Query(),
 		id:     newRequestID(),
@@ -386,27 +407,51 @@ func newHostID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// respWriter records the status and counts the body bytes written.
+// respWriter records the status and counts the body bytes written. Every
+// write gets the idle deadline: a client that takes nothing for writeIdle is
+// cut off (the write fails and the handler aborts, releasing what it holds).
 type respWriter struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
+	rc        *http.ResponseController
+	writeIdle time.Duration
+	status    int
+	bytes     int64
 }
 
 func (w *respWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	w.extend()
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// extend gives the next write to the client the full idle timeout. A request
+// may run long before its first write (a large PUT), and net/http sends
+// headers-only answers when the handler returns: each needs a fresh deadline.
+func (w *respWriter) extend() {
+	if w.rc != nil {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.writeIdle)) // ErrNotSupported: unbounded, as before
+	}
 }
 
 func (w *respWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	n, err := w.ResponseWriter.Write(p)
-	w.bytes += int64(n)
-	return n, err
+	var n int
+	for len(p) > 0 {
+		k := min(len(p), writeSlice)
+		w.extend()
+		m, err := w.ResponseWriter.Write(p[:k])
+		n += m
+		w.bytes += int64(m)
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // Unwrap lets http.ResponseController reach the real writer (per-write

@@ -97,7 +97,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	// with `s3gate admin key` takes effect at once.
 	keys := &auth.Keyring{RootAccessKey: key.AccessKey, RootSecretKey: key.SecretKey, Keys: s.engine}
 	verifier := &auth.Verifier{Region: cfg.Region, Creds: keys}
-	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys)},
+	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys),
+		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout)},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
 		s.close()

@@ -40,6 +40,9 @@ type Options struct {
 	// DatabaseURL, if set, is used instead of a fresh pgtest database (for
 	// example a URL through a proxy the test can cut). PostgreSQL engines only.
 	DatabaseURL string
+	// Env holds further settings ("S3GATE_NAME=value"), applied after the
+	// harness's own (for example short idle timeouts or a small pin cap).
+	Env []string
 }
 
 // Gateway is a running gateway (or an external endpoint).
@@ -108,6 +111,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.InlineMax > 0 {
 		environ = append(environ, "S3GATE_INLINE_MAX="+strconv.Itoa(o.InlineMax))
 	}
+	environ = append(environ, o.Env...)
 	scheme := "http"
 	if o.TLS {
 		scheme = "https"

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/enginekit"
 )
@@ -186,6 +186,9 @@ func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.G
 				start, n = rng.Start, rng.End-rng.Start+1
 			}
 			segs = r.segments(start, n)
+			if r.single == nil {
+				return nil // inline parts are read when the stream reaches them
+			}
 			return loadInline(ctx, tx, segs)
 		})
 		if err != nil {
@@ -210,30 +213,30 @@ func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.G
 	}
 }
 
-// openSegments pins the file-backed blobs of segs and re-checks that their
-// rows still exist. ok=false means a blob vanished: resolve again.
+// openSegments returns the stream of segs: the first file-backed blob is
+// pinned and re-checked now, each later one when the stream reaches it (one
+// pin per stream however many parts it spans). ok=false means the first blob
+// vanished: resolve again.
 func (e *Engine) openSegments(ctx context.Context, segs []segment) (store.Reader, bool, error) {
-	var ids []int64
-	for _, s := range segs {
-		if s.row.tier != store.TierInline {
-			ids = append(ids, s.row.blobID)
+	var first fleet.Pin
+	firstID, needs := enginekit.FirstPinned(segs, segBlob)
+	if needs {
+		var err error
+		first, err = e.pinning().PinFirst(ctx, firstID)
+		if errors.Is(err, enginekit.ErrVanished) {
+			return nil, false, nil
 		}
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	pins, err := e.pinBlobs(ctx, ids)
-	if err != nil {
-		return nil, false, err
-	}
-	if len(ids) > 0 {
-		ok, err := e.blobsExist(ctx, ids)
-		if err != nil || !ok {
-			pins.Release()
+		if err != nil {
 			return nil, false, err
 		}
 	}
-	return e.newPacedReader(ctx, enginekit.NewSegmentReader(ctx, "embedded", segs, e.openSegment), pins), true, nil
+	stream := enginekit.NewPinnedSegments(ctx, "embedded", segs, segBlob, e.openSegment, e.pinning(), first, firstID)
+	return e.newPacedReader(ctx, stream), true, nil
 }
+
+// segBlob says which blob a segment streams and whether it needs a pin
+// (inline content is read from the blob row itself: exact bytes or no row).
+func segBlob(s segment) (int64, bool) { return s.row.blobID, s.row.tier != store.TierInline }
 
 // blobsExist reports whether every blob row of ids exists, with a fresh
 // statement (not the resolving snapshot).
@@ -274,10 +277,23 @@ type segment struct {
 func (e *Engine) openSegment(ctx context.Context, s segment) (io.ReadCloser, error) {
 	switch s.row.tier {
 	case store.TierInline:
-		if s.off+s.n > int64(len(s.row.inline)) {
-			return nil, fmt.Errorf("inline blob %d: span %d+%d beyond %d bytes", s.row.blobID, s.off, s.n, len(s.row.inline))
+		data := s.row.inline
+		if data == nil {
+			// A part's inline bytes, read only now (a fresh statement) so that
+			// a manifest of many inline parts is never held in memory at once.
+			one := []segment{{row: &partRow{blobID: s.row.blobID, tier: s.row.tier, size: s.row.size}}}
+			if err := loadInline(ctx, e.rdb, one); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, s.row.blobID, enginekit.ErrVanished)
+				}
+				return nil, err
+			}
+			data = one[0].row.inline
 		}
-		return io.NopCloser(bytes.NewReader(s.row.inline[s.off : s.off+s.n])), nil
+		if s.off+s.n > int64(len(data)) {
+			return nil, fmt.Errorf("inline blob %d: span %d+%d beyond %d bytes", s.row.blobID, s.off, s.n, len(data))
+		}
+		return io.NopCloser(bytes.NewReader(data[s.off : s.off+s.n])), nil
 	case store.TierLocal:
 		rc, err := e.media.Open(ctx, s.row.blobID, s.off, s.n)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
@@ -33,30 +32,26 @@ func (e *Engine) PinCount() int { return int(e.pins.Metrics().PinsHeld.Load()) }
 // Pins returns the engine's pins, for a sweeper's TryExclusive and metrics.
 func (e *Engine) Pins() *fleet.LocalPins { return e.pins }
 
-// pinBlobs pins every blob of ids. On failure nothing stays pinned; a full
-// pin table is store.ErrSlowDown.
-func (e *Engine) pinBlobs(ctx context.Context, ids []int64) (pinSet, error) {
-	pins := make(pinSet, 0, len(ids))
-	for _, id := range ids {
-		p, err := e.pins.Acquire(ctx, id)
-		if err != nil {
-			pins.Release()
+// pinning is how this engine's streams pin and re-check blobs; a full pin
+// table is store.ErrSlowDown.
+func (e *Engine) pinning() enginekit.Pinning {
+	return enginekit.Pinning{
+		Acquire: func(ctx context.Context, id int64) (fleet.Pin, error) {
+			p, err := e.pins.Acquire(ctx, id)
 			if errors.Is(err, fleet.ErrTooManyPins) {
 				return nil, fmt.Errorf("%w: %w", store.ErrSlowDown, err)
 			}
-			return nil, err
-		}
-		pins = append(pins, p)
+			return p, err
+		},
+		Exists: func(ctx context.Context, id int64) (bool, error) {
+			return e.blobsExist(ctx, []int64{id})
+		},
 	}
-	return pins, nil
 }
 
-// pinSet is the pins of one response.
-type pinSet = enginekit.PinSet
-
-// newPacedReader wraps src for a response: paced by the governor (if any),
-// which also checks the pins; Close releases the pins once. Local pins are
-// never lost, so without a governor the stream is not checked.
-func (e *Engine) newPacedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
-	return enginekit.GuardedReader(ctx, src, pins, e.gov, enginekit.GuardWithGovernor)
+// newPacedReader wraps a stream for a response: paced by the governor (if
+// any), which also checks the stream's pin; Close releases it once. Local pins
+// are never lost, so without a governor the stream is not checked.
+func (e *Engine) newPacedReader(ctx context.Context, src *enginekit.PinnedSegments[segment]) store.Reader {
+	return enginekit.GuardedStream(ctx, src, e.gov, enginekit.GuardWithGovernor)
 }

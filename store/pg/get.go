@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/throttle"
 )
 
 // blobLoc says where a blob's content lives.
@@ -123,12 +123,14 @@ const pinAttempts = 2
 
 // GetObject implements store.ObjectStore. It follows the GET contract of
 // package fleet: resolve the metadata in one snapshot (inline bytes with it,
-// needing no pin), pin every blob the response will stream, re-check in a
-// fresh statement that those blob rows still exist, and check the pins again
-// before answering. HEAD, 304/412 and 416 answers are checked too: they hold a
-// pin only for the check. The returned reader is paced by the governor and
-// guarded by the pins (before the first read, every quantum and at EOF); Close
-// releases the pins.
+// needing no pin), then pin the first blob the response will stream, re-check
+// in a fresh statement that its row still exists and check the pin before
+// answering. HEAD, 304/412 and 416 answers are checked too: they hold a pin
+// only for the check. Later blobs (the parts of a multipart object) are pinned
+// and re-checked one at a time as the stream reaches them, so a stream holds
+// one pin however many parts it spans. The returned reader is paced by the
+// governor and guarded by the pin it holds (before the first read, every
+// quantum and at EOF); Close releases it.
 func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
 	for attempt := 1; ; attempt++ {
 		info, rng, rd, vanished, err := e.getOnce(ctx, bucket, key, opts, head)
@@ -142,8 +144,9 @@ func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.G
 	}
 }
 
-// getOnce is one resolution of GetObject. vanished reports that a pinned blob
-// no longer exists: the object changed since the snapshot, resolve again.
+// getOnce is one resolution of GetObject. vanished reports that the first
+// pinned blob no longer exists: the object changed since the snapshot,
+// resolve again.
 func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (
 	info store.ObjectInfo, rng *store.ByteRange, rd store.Reader, vanished bool, err error) {
 	r, err := resolveObject(ctx, e.pool, bucket, key, !head, false)
@@ -154,7 +157,7 @@ func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.Get
 		return store.ObjectInfo{}, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
 	}
 	if cerr := store.EvalConditions(opts.Cond, r.info.ETag, r.info.LastModified); cerr != nil {
-		if err := e.checkProtection(ctx, streamedBlobs(r, 0, r.info.Size)); err != nil {
+		if err := e.checkProtection(ctx, e.spanSegments(r, 0, r.info.Size)); err != nil {
 			return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
 		}
 		return r.info, nil, nil, false, cerr
@@ -162,7 +165,7 @@ func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.Get
 	rng, err = selectRange(r, opts)
 	if err != nil {
 		if errors.Is(err, store.ErrInvalidRange) {
-			if perr := e.checkProtection(ctx, streamedBlobs(r, 0, r.info.Size)); perr != nil {
+			if perr := e.checkProtection(ctx, e.spanSegments(r, 0, r.info.Size)); perr != nil {
 				return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, perr)
 			}
 		}
@@ -172,97 +175,80 @@ func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.Get
 	if rng != nil {
 		start, n = rng.Start, rng.End-rng.Start+1
 	}
-	ids := streamedBlobs(r, start, n)
 	if head {
-		if err := e.checkProtection(ctx, ids); err != nil {
+		if err := e.checkProtection(ctx, e.spanSegments(r, start, n)); err != nil {
 			return r.info, nil, nil, false, fmt.Errorf("head %s/%s: %w", bucket, key, err)
 		}
 		return r.info, rng, nil, false, nil
 	}
-	pins, err := e.pinBlobs(ctx, ids)
-	if err != nil {
-		return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	rd, vanished, err = e.openStream(ctx, r, start, n, e.gov)
+	if err != nil || vanished {
+		return r.info, nil, nil, vanished, err
 	}
-	if len(pins) > 0 {
-		ok, err := e.blobsExist(ctx, ids)
-		if err == nil && ok {
-			// The headers go out before the first read: a pin lost by now
-			// must be a 503, not a truncated 200.
-			err = pins.Check()
-		}
-		if err != nil || !ok {
-			pins.Release()
-			if err != nil {
-				return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
-			}
-			return r.info, nil, nil, true, nil
-		}
-	}
-	src, err := e.openSpan(ctx, r, start, n)
-	if err != nil {
-		pins.Release()
-		return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
-	}
-	return r.info, rng, e.guardedReader(ctx, src, pins), false, nil
+	return r.info, rng, rd, false, nil
 }
 
-// streamedBlobs lists, sorted and without duplicates, the blobs whose content
-// a read of n bytes from start would fetch after the metadata snapshot: the
-// single blob unless it is inline, or every part blob in the span (inline
-// parts included, since their bytes are fetched only when the reader reaches
-// them).
-func streamedBlobs(r *resolved, start, n int64) []int64 {
-	if r.blob != nil {
-		if r.blob.Tier == store.TierInline {
-			return nil
+// openStream returns the guarded reader of n bytes from start of a resolved
+// object, its first streamed blob pinned and re-checked (vanished: that blob
+// is gone, resolve again). gov paces it if not nil.
+func (e *Engine) openStream(ctx context.Context, r *resolved, start, n int64, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
+	segs := e.spanSegments(r, start, n)
+	var first fleet.Pin
+	firstID, needs := enginekit.FirstPinned(segs, e.segBlob)
+	if needs {
+		var err error
+		// The headers go out before the first read: a pin lost by now must
+		// be a 503, not a truncated 200.
+		first, err = e.pinning().PinFirst(ctx, firstID)
+		if errors.Is(err, enginekit.ErrVanished) {
+			return nil, true, nil
 		}
-		return []int64{r.blob.ID}
-	}
-	var ids []int64
-	end := start + n
-	for _, p := range r.parts {
-		if p.Start+p.Size <= start || p.Start >= end || p.Size == 0 {
-			continue
+		if err != nil {
+			return nil, false, err
 		}
-		ids = append(ids, p.Blob.ID)
 	}
-	slices.Sort(ids)
-	return slices.Compact(ids)
+	stream := enginekit.NewPinnedSegments(ctx, "pg", segs, e.segBlob, e.openSegment, e.pinning(), first, firstID)
+	return enginekit.GuardedStream(ctx, stream, gov, enginekit.GuardAlways), false, nil
+}
+
+// segBlob says which blob a segment streams and whether it needs a pin:
+// inline content is read in one statement from the blob row itself (exact
+// bytes or no row), so only content outside the row is pinned.
+func (e *Engine) segBlob(s segment) (int64, bool) {
+	return s.blob.ID, e.pins != nil && s.blob.Tier != store.TierInline
+}
+
+// pinning is how this engine's streams pin and re-check blobs.
+func (e *Engine) pinning() enginekit.Pinning {
+	return enginekit.Pinning{
+		Acquire: func(ctx context.Context, id int64) (fleet.Pin, error) {
+			p, err := e.pins.Acquire(ctx, id)
+			if err != nil {
+				return nil, mapPinErr(err)
+			}
+			return p, nil
+		},
+		Exists: func(ctx context.Context, id int64) (bool, error) {
+			return e.blobsExist(ctx, []int64{id})
+		},
+	}
 }
 
 // checkProtection proves, for an answer that streams no content (HEAD, 304,
 // 412, 416), that the content it describes could be protected now: it pins
-// one of the blobs, checks the pin and releases it. One pin proves the pin
-// session valid without taking a lock per part of a large multipart object.
-func (e *Engine) checkProtection(ctx context.Context, ids []int64) error {
-	if e.pins == nil || len(ids) == 0 {
+// the first blob that a stream would pin, checks the pin and releases it. One
+// pin proves the pin session valid without taking a lock per part.
+func (e *Engine) checkProtection(ctx context.Context, segs []segment) error {
+	id, ok := enginekit.FirstPinned(segs, e.segBlob)
+	if !ok {
 		return nil
 	}
-	pins, err := e.pinBlobs(ctx, ids[:1])
+	p, err := e.pinning().Acquire(ctx, id)
 	if err != nil {
 		return err
 	}
-	defer pins.Release()
-	return pins.Check()
-}
-
-// pinBlobs acquires a pin on every blob of ids; on failure it releases what it
-// took. Errors map the pin errors to store's: a full pin table is
-// store.ErrSlowDown, a lost pin session store.ErrUnavailable.
-func (e *Engine) pinBlobs(ctx context.Context, ids []int64) (pinSet, error) {
-	if e.pins == nil || len(ids) == 0 {
-		return nil, nil
-	}
-	pins := make(pinSet, 0, len(ids))
-	for _, id := range ids {
-		p, err := e.pins.Acquire(ctx, id)
-		if err != nil {
-			pins.Release()
-			return nil, mapPinErr(err)
-		}
-		pins = append(pins, p)
-	}
-	return pins, nil
+	defer p.Release()
+	return pinSet{p}.Check()
 }
 
 // mapPinErr wraps a pin error with the store sentinel that s3api answers.
@@ -309,12 +295,15 @@ func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
 	}, opts)
 }
 
-// openSpan returns a reader of n bytes from start of a resolved object. Parts
-// and large content are opened lazily, one at a time, as the reader reaches
-// them: nothing is buffered beyond a chunk.
-func (e *Engine) openSpan(ctx context.Context, r *resolved, start, n int64) (store.Reader, error) {
+// spanSegments lists the blob spans that make up n bytes from start of a
+// resolved object, in order. Nothing is opened: parts and large content are
+// opened lazily, one at a time, as the stream reaches them.
+func (e *Engine) spanSegments(r *resolved, start, n int64) []segment {
 	if r.blob != nil {
-		return e.openBlob(ctx, *r.blob, start, n)
+		if n == 0 {
+			return nil
+		}
+		return []segment{{blob: *r.blob, off: start, n: n}}
 	}
 	var segs []segment
 	for _, p := range r.parts {
@@ -322,9 +311,12 @@ func (e *Engine) openSpan(ctx context.Context, r *resolved, start, n int64) (sto
 			segs = append(segs, segment{blob: p.Blob, off: off, n: cnt})
 		}
 	}
-	return enginekit.NewSegmentReader(ctx, "pg", segs, func(ctx context.Context, s segment) (io.ReadCloser, error) {
-		return e.openBlob(ctx, s.blob, s.off, s.n)
-	}), nil
+	return segs
+}
+
+// openSegment opens one blob span.
+func (e *Engine) openSegment(ctx context.Context, s segment) (io.ReadCloser, error) {
+	return e.openBlob(ctx, s.blob, s.off, s.n)
 }
 
 // openBlob opens n bytes at off of one blob.
@@ -333,8 +325,13 @@ func (e *Engine) openBlob(ctx context.Context, b blobLoc, off, n int64) (io.Read
 	case store.TierInline:
 		if b.Inline == nil {
 			// Parts of multipart objects carry no inline bytes in the manifest
-			// query; fetch them now.
-			if err := e.pool.QueryRow(ctx, `SELECT inline_data FROM blobs WHERE id = $1`, b.ID).Scan(&b.Inline); err != nil {
+			// query; fetch them now, from the row itself (no pin needed: the
+			// row has exactly these bytes, or is gone).
+			err := e.pool.QueryRow(ctx, `SELECT inline_data FROM blobs WHERE id = $1`, b.ID).Scan(&b.Inline)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, b.ID, enginekit.ErrVanished)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("read inline blob %d: %w", b.ID, mapErr(err))
 			}
 		}

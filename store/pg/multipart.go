@@ -99,7 +99,9 @@ func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, p
 // UploadPartCopy implements store.ObjectStore. When the copied span is the
 // whole of a single-blob source (and its checksum fits the upload), the part
 // references the source blob: no bytes move. Otherwise the span is read and
-// staged as a new blob through the ordinary put path.
+// staged as a new blob through the ordinary put path; that read follows the
+// GET order (pin, re-check, guarded stream), because the source may be
+// overwritten and collected once the resolving transaction ends.
 func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucket, key, uploadID string, partNumber int) (store.PartInfo, error) {
 	wrap := func(err error) error {
 		return fmt.Errorf("upload part copy %d of %q from %s/%s: %w", partNumber, uploadID, src.Bucket, src.Key, err)
@@ -108,10 +110,49 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 	if err != nil {
 		return store.PartInfo{}, wrap(err)
 	}
+	for attempt := 1; ; attempt++ {
+		pi, r, err := e.referencePart(ctx, src, u, partNumber)
+		if err != nil {
+			return store.PartInfo{}, wrap(err)
+		}
+		if r == nil {
+			return pi, nil // referenced
+		}
+		start, n := int64(0), r.info.Size
+		if src.Range != nil {
+			start, n = src.Range.Start, src.Range.End-src.Range.Start+1
+		}
+		// A server-side copy is not a client stream: no bandwidth governor.
+		rd, vanished, err := e.openStream(ctx, r, start, n, nil)
+		if err != nil {
+			return store.PartInfo{}, wrap(err)
+		}
+		if vanished {
+			if attempt == pinAttempts {
+				return store.PartInfo{}, wrap(fmt.Errorf("%w: the source was reclaimed %d times while it was opened", store.ErrUnavailable, attempt))
+			}
+			continue
+		}
+		pi, err = e.UploadPart(ctx, bucket, key, uploadID, partNumber, rd, store.PutOptions{Size: n, ChecksumAlgorithm: u.ChecksumAlgorithm})
+		if cerr := rd.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close source: %w", cerr)
+		}
+		if err != nil {
+			return store.PartInfo{}, wrap(err)
+		}
+		return pi, nil
+	}
+}
+
+// referencePart resolves the copy source under its object lock and, when the
+// whole single-blob source can serve, writes the part row referencing its
+// blob (r == nil). Otherwise it returns the resolved source to copy bytes
+// from, outside the transaction.
+func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u store.Upload, partNumber int) (store.PartInfo, *resolved, error) {
 	pi := store.PartInfo{Number: partNumber}
-	referenced := false
 	var r *resolved
-	err = e.withTx(ctx, func(tx pgx.Tx) error {
+	referenced := false
+	err := e.withTx(ctx, func(tx pgx.Tx) error {
 		if err := lockXact(ctx, tx, objectLockKey(src.Bucket, src.Key)); err != nil {
 			return err
 		}
@@ -135,37 +176,22 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 		whole := src.Range == nil || (src.Range.Start == 0 && src.Range.End == r.info.Size-1)
 		ckFits := u.ChecksumAlgorithm == "" || strings.EqualFold(u.ChecksumAlgorithm, r.info.Checksum.Algorithm)
 		if r.blob == nil || !whole || !ckFits {
-			return nil // copy bytes, below, outside this transaction
+			return nil // copy bytes, outside this transaction
 		}
 		pi.Size, pi.ETag = r.info.Size, r.info.ETag
 		if u.ChecksumAlgorithm != "" || r.info.Checksum.Algorithm == store.AlgCRC64NVME { // the default a no-algorithm upload combines
 			pi.Checksum = store.Checksum{Algorithm: r.info.Checksum.Algorithm, Value: r.info.Checksum.Value}
 		}
 		referenced = true
-		return writePart(ctx, tx, uploadID, &pi, r.blob.ID)
+		return writePart(ctx, tx, u.UploadID, &pi, r.blob.ID)
 	})
 	if err != nil {
-		return store.PartInfo{}, wrap(err)
+		return store.PartInfo{}, nil, err
 	}
 	if referenced {
-		return pi, nil
+		return pi, nil, nil
 	}
-	start, n := int64(0), r.info.Size
-	if src.Range != nil {
-		start, n = src.Range.Start, src.Range.End-src.Range.Start+1
-	}
-	rd, err := e.openSpan(ctx, r, start, n)
-	if err != nil {
-		return store.PartInfo{}, wrap(err)
-	}
-	pi, err = e.UploadPart(ctx, bucket, key, uploadID, partNumber, rd, store.PutOptions{Size: n, ChecksumAlgorithm: u.ChecksumAlgorithm})
-	if cerr := rd.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close source: %w", cerr)
-	}
-	if err != nil {
-		return store.PartInfo{}, wrap(err)
-	}
-	return pi, nil
+	return pi, r, nil
 }
 
 // uploadPart is a stored part with its blob.
