@@ -50,6 +50,14 @@ type Error struct {
 	// Err is the underlying cause for InternalError (for example a failed
 	// credential lookup); nil for client errors. It never carries a secret.
 	Err error
+	// Details are the extra elements S3 puts in the error body for this code
+	// (AWSAccessKeyId, HeadersNotSigned, StringToSign, ...), in order.
+	Details []Detail
+}
+
+// Detail is one extra element of an S3 error body: <Name>Value</Name>.
+type Detail struct {
+	Name, Value string
 }
 
 func (e *Error) Error() string {

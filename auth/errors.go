@@ -1,6 +1,9 @@
 package auth
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // S3 error codes returned by this package (Error.Code).
 const (
@@ -46,12 +49,44 @@ func errSignature() *Error {
 		"The request signature we calculated does not match the signature you provided. Check your key and signing method.")
 }
 
-func errUnknownKey() *Error {
-	return newErr(CodeInvalidAccessKeyID, "The AWS Access Key Id you provided does not exist in our records.")
+// errUnknownKey names the key, as S3 does in <AWSAccessKeyId>.
+func errUnknownKey(accessKey string) *Error {
+	e := newErr(CodeInvalidAccessKeyID, "The AWS Access Key Id you provided does not exist in our records.")
+	e.Details = []Detail{{"AWSAccessKeyId", accessKey}}
+	return e
 }
 
 func errSkewed() *Error {
 	return newErr(CodeRequestTimeTooSkewed, "The difference between the request time and the server's time is too large.")
+}
+
+// errSignatureDetails is SignatureDoesNotMatch with what S3 tells the
+// client so that it can find its signing mistake. Nothing in it is secret:
+// the client sent or can compute all of it.
+func errSignatureDetails(accessKey, stringToSign, provided, canonicalRequest string) *Error {
+	e := errSignature()
+	e.Details = []Detail{
+		{"AWSAccessKeyId", accessKey},
+		{"StringToSign", stringToSign},
+		{"SignatureProvided", provided},
+	}
+	if canonicalRequest != "" {
+		e.Details = append(e.Details, Detail{"CanonicalRequest", canonicalRequest})
+	}
+	return e
+}
+
+// errUnsignedHeaders is S3's answer to x-amz-* headers outside the signature.
+func errUnsignedHeaders(names []string) *Error {
+	e := newErr(CodeAccessDenied, "There were headers present in the request which were not signed")
+	e.Details = []Detail{{"HeadersNotSigned", strings.Join(names, ", ")}}
+	return e
+}
+
+// errDuplicateAuth answers a request carrying an authentication element
+// twice: which one counts would be the server's guess.
+func errDuplicateAuth(what string) *Error {
+	return newErr(CodeInvalidArgument, "Only one "+what+" is allowed in a request")
 }
 
 func errExpired() *Error { return newErr(CodeAccessDenied, "Request has expired") }

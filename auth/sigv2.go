@@ -43,14 +43,16 @@ func (v *Verifier) verifyV2Header(r *http.Request, authz string) (*Result, error
 		return nil, malformedHeader("The authorization header is malformed; expecting \"AWS AccessKeyId:Signature\"")
 	}
 	accessKey, sig := strings.TrimSpace(cred[:i]), strings.TrimSpace(cred[i+1:])
-	var t time.Time
 	dateLine := r.Header.Get("Date")
-	amzDate := r.Header.Get("X-Amz-Date")
 	stamp := dateLine
-	if amzDate != "" {
+	if amz := r.Header.Values("X-Amz-Date"); len(amz) > 0 {
 		// With x-amz-date the Date element is empty; x-amz-date is signed
-		// among the x-amz-* headers.
-		dateLine, stamp = "", amzDate
+		// among the x-amz-* headers. Present but empty is not absent: it
+		// must not fall back to Date.
+		dateLine, stamp = "", amz[0]
+		if len(amz) > 1 {
+			stamp = ""
+		}
 	}
 	t, err := parseHTTPDate(stamp)
 	if err != nil {
@@ -63,10 +65,34 @@ func (v *Verifier) verifyV2Header(r *http.Request, authz string) (*Result, error
 	if aerr != nil {
 		return nil, aerr
 	}
-	if !v2Equal(v2Signature(secret, v2StringToSign(r, dateLine)), sig) {
-		return nil, errSignature()
+	if aerr := v2Check(r, secret, dateLine, accessKey, sig); aerr != nil {
+		return nil, aerr
 	}
 	return &Result{AccessKey: accessKey, Body: bodyOf(r), DecodedLength: r.ContentLength}, nil
+}
+
+// v2Check verifies sig over the request. A bucket-level path-style request
+// (/bucket) has the canonical resource /bucket/, as S3 and boto3 sign it
+// while sending /bucket; the path as sent is accepted too, since both name
+// the same resource and other signers use it.
+func v2Check(r *http.Request, secret, dateLine, accessKey, sig string) *Error {
+	path := canonicalURI(r)
+	sts := v2StringToSign(r, dateLine, v2BucketResource(path))
+	if v2Equal(v2Signature(secret, sts), sig) {
+		return nil
+	}
+	if alt := v2StringToSign(r, dateLine, path); alt != sts && v2Equal(v2Signature(secret, alt), sig) {
+		return nil
+	}
+	return errSignatureDetails(accessKey, sts, sig, "")
+}
+
+// v2BucketResource turns a bucket-level path "/bucket" into "/bucket/".
+func v2BucketResource(path string) string {
+	if len(path) > 1 && strings.IndexByte(path[1:], '/') < 0 {
+		return path + "/"
+	}
+	return path
 }
 
 func (v *Verifier) verifyV2Presigned(r *http.Request, q queryParams) (*Result, error) {
@@ -80,15 +106,20 @@ func (v *Verifier) verifyV2Presigned(r *http.Request, q queryParams) (*Result, e
 	if err != nil || exp < 0 {
 		return nil, malformedQuery("Expires must be a number of seconds since the epoch")
 	}
-	if v.now().Unix() > exp {
+	now := v.now().Unix()
+	if now > exp {
 		return nil, errExpired()
+	}
+	// A week at most, as SigV4's X-Amz-Expires (now is far from MaxInt64).
+	if exp-now > maxPresignExpiry {
+		return nil, newErr(CodeAccessDenied, "Query-string authentication: Expires must be at most 7 days (604800 seconds) in the future")
 	}
 	secret, aerr := v.lookup(r, accessKey)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if !v2Equal(v2Signature(secret, v2StringToSign(r, expStr)), sig) {
-		return nil, errSignature()
+	if aerr := v2Check(r, secret, expStr, accessKey, sig); aerr != nil {
+		return nil, aerr
 	}
 	return &Result{AccessKey: accessKey, Body: bodyOf(r), DecodedLength: r.ContentLength}, nil
 }
@@ -102,8 +133,9 @@ func v2Signature(secret, sts string) string {
 func v2Equal(want, got string) bool { return hmac.Equal([]byte(want), []byte(got)) }
 
 // v2StringToSign is Method, Content-MD5, Content-Type, Date (or Expires),
-// the canonical x-amz-* headers and the canonical resource.
-func v2StringToSign(r *http.Request, dateLine string) string {
+// the canonical x-amz-* headers (all of them, so no x-amz-* header escapes
+// the signature) and the canonical resource: path, then subresources.
+func v2StringToSign(r *http.Request, dateLine, path string) string {
 	var b strings.Builder
 	b.WriteString(r.Method + "\n")
 	b.WriteString(r.Header.Get("Content-Md5") + "\n")
@@ -129,7 +161,7 @@ func v2StringToSign(r *http.Request, dateLine string) string {
 		b.WriteString(n + ":" + strings.Join(vals[n], ",") + "\n")
 	}
 
-	b.WriteString(canonicalURI(r))
+	b.WriteString(path)
 	q := parseRawQuery(r.URL.RawQuery)
 	sep := byte('?')
 	for _, res := range v2SubResources {

@@ -64,6 +64,17 @@ func (q queryParams) has(key string) bool {
 	return ok
 }
 
+// count is how many times key occurs.
+func (q queryParams) count(key string) int {
+	n := 0
+	for _, p := range q {
+		if p.key == key {
+			n++
+		}
+	}
+	return n
+}
+
 func (q queryParams) get(key string) (string, bool) {
 	for _, p := range q {
 		if p.key == key {
@@ -380,9 +391,11 @@ func containsFold(list []string, name string) bool {
 	return false
 }
 
-// v4Signature computes the request signature for the canonical request.
-func v4Signature(key []byte, amzDate, scope string, r *http.Request, query string, signed []string, payload string) string {
-	creq := strings.Join([]string{
+// v4Signature computes the request signature for the canonical request; it
+// also returns the canonical request and the string to sign, which a
+// SignatureDoesNotMatch answer shows the client.
+func v4Signature(key []byte, amzDate, scope string, r *http.Request, query string, signed []string, payload string) (sig, creq, sts string) {
+	creq = strings.Join([]string{
 		r.Method,
 		canonicalURI(r),
 		query,
@@ -390,8 +403,8 @@ func v4Signature(key []byte, amzDate, scope string, r *http.Request, query strin
 		strings.Join(signed, ";"),
 		payload,
 	}, "\n")
-	sts := sigV4Algorithm + "\n" + amzDate + "\n" + scope + "\n" + sha256Hex(creq)
-	return hex.EncodeToString(hmacSHA256(key, sts))
+	sts = sigV4Algorithm + "\n" + amzDate + "\n" + scope + "\n" + sha256Hex(creq)
+	return hex.EncodeToString(hmacSHA256(key, sts)), creq, sts
 }
 
 // sigEqual compares signatures in constant time.
@@ -401,7 +414,13 @@ func sigEqual(want, got string) bool {
 
 // requestTime reads X-Amz-Date, or the Date header when it is absent.
 func requestTime(r *http.Request) (time.Time, *Error) {
-	if v := r.Header.Get("X-Amz-Date"); v != "" {
+	if vv := r.Header.Values("X-Amz-Date"); len(vv) > 0 {
+		// Present but empty (or repeated) is not "absent": never fall back
+		// to Date then.
+		v := vv[0]
+		if len(vv) > 1 || v == "" {
+			return time.Time{}, newErr(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
+		}
 		t, err := time.Parse(iso8601Format, v)
 		if err != nil {
 			return time.Time{}, newErr(CodeAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
@@ -458,15 +477,19 @@ func (v *Verifier) verifyV4Header(r *http.Request, authz string) (*Result, error
 	if aerr := checkPayloadMode(payload); aerr != nil {
 		return nil, aerr
 	}
+	// x-amz-date is the string to sign's date line when present.
+	if names := unsignedAmzHeaders(r, h.signedHeaders, "x-amz-content-sha256", "x-amz-date"); len(names) > 0 {
+		return nil, errUnsignedHeaders(names)
+	}
 	secret, aerr := v.lookup(r, h.cred.accessKey)
 	if aerr != nil {
 		return nil, aerr
 	}
 	amzDate := t.Format(iso8601Format)
 	key := signingKey(secret, h.cred.date, h.cred.region)
-	want := v4Signature(key, amzDate, h.cred.scope(), r, parseRawQuery(r.URL.RawQuery).canonical(""), h.signedHeaders, payload)
+	want, creq, sts := v4Signature(key, amzDate, h.cred.scope(), r, parseRawQuery(r.URL.RawQuery).canonical(""), h.signedHeaders, payload)
 	if !sigEqual(want, h.signature) {
-		return nil, errSignature()
+		return nil, errSignatureDetails(h.cred.accessKey, sts, h.signature, creq)
 	}
 	return payloadResult(r, h.cred.accessKey, payload, &chunkSigner{key: key, amzDate: amzDate, scope: h.cred.scope(), seed: want})
 }
@@ -516,8 +539,10 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	if !isHexSig(sig) {
 		return nil, malformedQuery("X-Amz-Signature is invalid")
 	}
+	// Instants, not differences: Time.Sub saturates far from now. exp is at
+	// most a week, so t.Add cannot overflow.
 	now := v.now()
-	if t.Sub(now) > v.maxSkew() {
+	if t.After(now.Add(v.maxSkew())) {
 		return nil, errSkewed()
 	}
 	if now.After(t.Add(time.Duration(exp) * time.Second)) {
@@ -533,14 +558,21 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	if aerr := checkPayloadMode(payload); aerr != nil {
 		return nil, aerr
 	}
+	// Parameters hoisted into the query are signed there; a header is
+	// signed only if X-Amz-SignedHeaders names it. Otherwise whoever holds
+	// the URL could add, say, x-amz-copy-source and act with the signer's
+	// rights.
+	if names := unsignedAmzHeaders(r, signed, "x-amz-content-sha256"); len(names) > 0 {
+		return nil, errUnsignedHeaders(names)
+	}
 	secret, aerr := v.lookup(r, cred.accessKey)
 	if aerr != nil {
 		return nil, aerr
 	}
 	key := signingKey(secret, cred.date, cred.region)
-	want := v4Signature(key, dateStr, cred.scope(), r, q.canonical("X-Amz-Signature"), signed, payload)
+	want, creq, sts := v4Signature(key, dateStr, cred.scope(), r, q.canonical("X-Amz-Signature"), signed, payload)
 	if !sigEqual(want, sig) {
-		return nil, errSignature()
+		return nil, errSignatureDetails(cred.accessKey, sts, sig, creq)
 	}
 	return payloadResult(r, cred.accessKey, payload, &chunkSigner{key: key, amzDate: dateStr, scope: cred.scope(), seed: want})
 }

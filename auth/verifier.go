@@ -3,6 +3,7 @@ package auth
 import (
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 )
@@ -45,10 +46,22 @@ func (v *Verifier) maxSkew() time.Duration {
 // request without any signature is anonymous: the caller decides whether to
 // allow it.
 func (v *Verifier) Verify(r *http.Request) (*Result, error) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return nil, errDuplicateAuth("Authorization header")
+	}
 	authz := r.Header.Get("Authorization")
 	q := parseRawQuery(r.URL.RawQuery)
 	hasV4Query := q.has("X-Amz-Algorithm") || q.has("X-Amz-Credential") || q.has("X-Amz-Signature")
 	hasV2Query := q.has("AWSAccessKeyId") && q.has("Signature")
+	dups := v4QueryParams
+	if q.has("AWSAccessKeyId") || q.has("Signature") {
+		dups = append(dups[:len(dups):len(dups)], v2QueryParams...)
+	}
+	for _, k := range dups {
+		if q.count(k) > 1 {
+			return nil, errDuplicateAuth(k + " query parameter")
+		}
+	}
 
 	if authz != "" && (hasV4Query || hasV2Query) {
 		return nil, newErr(CodeInvalidArgument, "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified")
@@ -68,6 +81,17 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	return &Result{Anonymous: true, Body: bodyOf(r), DecodedLength: r.ContentLength}, nil
 }
 
+// v4QueryParams and v2QueryParams carry a query signature; each may appear
+// at most once. The SigV2 ones are generic words, so they count only when
+// the request looks SigV2-signed.
+var (
+	v4QueryParams = []string{
+		"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+		"X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token", "X-Amz-Content-Sha256",
+	}
+	v2QueryParams = []string{"AWSAccessKeyId", "Signature", "Expires"}
+)
+
 // bodyOf returns r.Body, or an empty body for requests built without one.
 func bodyOf(r *http.Request) io.ReadCloser {
 	if r.Body == nil {
@@ -80,28 +104,45 @@ func bodyOf(r *http.Request) io.ReadCloser {
 // their S3 errors.
 func (v *Verifier) lookup(r *http.Request, accessKey string) (string, *Error) {
 	if v.Creds == nil {
-		return "", errUnknownKey()
+		return "", errUnknownKey(accessKey)
 	}
 	secret, ok, err := v.Creds.Lookup(r.Context(), accessKey)
 	if err != nil {
 		return "", &Error{Code: CodeInternalError, Message: "credential lookup failed", Err: err}
 	}
 	if !ok {
-		return "", errUnknownKey()
+		return "", errUnknownKey(accessKey)
 	}
 	return secret, nil
 }
 
 // checkSkew answers RequestTimeTooSkewed when t is too far from the clock.
+// It compares instants rather than a difference: Time.Sub saturates for
+// dates centuries away, and negating the minimum Duration overflows.
 func (v *Verifier) checkSkew(t time.Time) *Error {
-	d := v.now().Sub(t)
-	if d < 0 {
-		d = -d
-	}
-	if d > v.maxSkew() {
+	now, skew := v.now(), v.maxSkew()
+	if t.Before(now.Add(-skew)) || t.After(now.Add(skew)) {
 		return errSkewed()
 	}
 	return nil
+}
+
+// unsignedAmzHeaders lists, sorted and lower-case, the x-amz-* headers of r
+// that are not among the signed headers. exempt names headers whose value
+// the string to sign binds by other means (x-amz-content-sha256 is the
+// canonical request's payload line), so leaving them out of SignedHeaders
+// lets nothing through.
+func unsignedAmzHeaders(r *http.Request, signed []string, exempt ...string) []string {
+	var out []string
+	for k := range r.Header {
+		lk := strings.ToLower(k)
+		if !strings.HasPrefix(lk, "x-amz-") || containsFold(signed, lk) || containsFold(exempt, lk) {
+			continue
+		}
+		out = append(out, lk)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // StripAWSChunked removes the aws-chunked token from a Content-Encoding value

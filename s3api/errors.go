@@ -178,6 +178,28 @@ type errorBody struct {
 	Message   string   `xml:"Message"`
 	Resource  string   `xml:"Resource"`
 	RequestID string   `xml:"RequestId"`
+	// Details are the extra elements of some auth errors (AWSAccessKeyId,
+	// HeadersNotSigned, StringToSign, ...), each named by its XMLName.
+	Details []errorDetail
+}
+
+// errorDetail is one extra element of an error body.
+type errorDetail struct {
+	XMLName xml.Name
+	Value   string `xml:",chardata"`
+}
+
+// authDetails are the extra elements an auth error carries, nil for others.
+func authDetails(err error) []errorDetail {
+	var au *auth.Error
+	if !errors.As(err, &au) || au.Code == auth.CodeInternalError {
+		return nil
+	}
+	var out []errorDetail
+	for _, d := range au.Details {
+		out = append(out, errorDetail{XMLName: xml.Name{Local: d.Name}, Value: d.Value})
+	}
+	return out
 }
 
 // writeError answers err. HEAD answers and 304 carry no body.
@@ -205,7 +227,8 @@ func (a *api) writeError(rq *request, err error) {
 		rq.w.WriteHeader(e.Status)
 		return
 	}
-	body, mErr := xml.Marshal(errorBody{Code: e.Code, Message: e.Message, Resource: rq.r.URL.Path, RequestID: rq.id})
+	body, mErr := xml.Marshal(errorBody{Code: e.Code, Message: e.Message, Resource: rq.r.URL.Path, RequestID: rq.id,
+		Details: authDetails(err)})
 	if mErr != nil {
 		// Cannot happen with string fields; answer without a body rather than lie.
 		rq.w.WriteHeader(e.Status)

@@ -81,12 +81,14 @@ func computeChecksum(alg string, data []byte) (string, error) {
 	return v, nil
 }
 
-// parseContentMD5 decodes Content-MD5 (nil when absent).
+// parseContentMD5 decodes Content-MD5 (nil when absent). Present but
+// empty is InvalidDigest, as S3 answers, not "no digest".
 func parseContentMD5(h http.Header) ([]byte, error) {
-	v := h.Get("Content-MD5")
-	if v == "" {
+	vv := h.Values("Content-MD5")
+	if len(vv) == 0 {
 		return nil, nil
 	}
+	v := vv[0]
 	raw, err := base64.StdEncoding.DecodeString(v)
 	if err != nil || len(raw) != md5.Size {
 		return nil, errInvalidDigest

@@ -54,6 +54,7 @@ func TestPutObjectHeaders(t *testing.T) {
 			}
 		}},
 		{name: "content-md5 malformed", hdr: map[string]string{"Content-MD5": "not-base64!"}, status: 400, code: "InvalidDigest"},
+		{name: "content-md5 empty", hdr: map[string]string{"Content-MD5": ""}, status: 400, code: "InvalidDigest"},
 		{name: "content-md5 wrong length", hdr: map[string]string{"Content-MD5": base64.StdEncoding.EncodeToString([]byte("short"))}, status: 400, code: "InvalidDigest"},
 		{name: "content-md5 mismatch", hdr: map[string]string{"Content-MD5": b64md5("other")}, status: 400, code: "BadDigest"},
 		{name: "crc32 header", hdr: map[string]string{"x-amz-checksum-crc32": mustChecksum(t, "CRC32", body), "x-amz-sdk-checksum-algorithm": "crc32"}, status: 200, check: func(t *testing.T, e *env, h http.Header) {
