@@ -59,13 +59,6 @@ func TestExactAPI(t *testing.T) {
 	}
 }
 
-func putString(t *testing.T, cl *s3.Client, bucket, key, body string) {
-	t.Helper()
-	if _, err := cl.PutObject(testCtx(t, time.Minute), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
-		t.Fatalf("PutObject %s: %v", key, err)
-	}
-}
-
 func eaVersions(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 	bucket := mustBucket(t, cl, "vers")
 	ctx := testCtx(t, 2*time.Minute)
