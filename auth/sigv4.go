@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -574,5 +575,40 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	if !sigEqual(want, sig) {
 		return nil, errSignatureDetails(cred.accessKey, sts, sig, creq)
 	}
+	if aerr := hoistPresignedHeaders(r, q); aerr != nil {
+		return nil, aerr
+	}
 	return payloadResult(r, cred.accessKey, payload, &chunkSigner{key: key, amzDate: dateStr, scope: cred.scope(), seed: want})
+}
+
+// presignAuthParams are the query parameters of SigV4 query authentication
+// itself; every other x-amz-* parameter is a header the signer hoisted into
+// the URL (aws-sdk-go-v2 does so for x-amz-expected-bucket-owner,
+// x-amz-sdk-checksum-algorithm, x-amz-meta-*, ...).
+var presignAuthParams = map[string]bool{
+	"x-amz-algorithm": true, "x-amz-credential": true, "x-amz-date": true, "x-amz-expires": true,
+	"x-amz-signedheaders": true, "x-amz-signature": true, "x-amz-security-token": true,
+	"x-amz-content-sha256": true,
+}
+
+// hoistPresignedHeaders turns the signed x-amz-* query parameters of a
+// verified presigned request back into the headers they stand for, so that
+// the handlers honour them exactly as if they had been sent as headers
+// (nothing signed is accepted and then ignored). A parameter that contradicts
+// a header of the same name is refused.
+func hoistPresignedHeaders(r *http.Request, q queryParams) *Error {
+	for _, p := range q {
+		name := strings.ToLower(p.key)
+		if !strings.HasPrefix(name, "x-amz-") || presignAuthParams[name] {
+			continue
+		}
+		if cur, ok := r.Header[http.CanonicalHeaderKey(name)]; ok {
+			if len(cur) != 1 || cur[0] != p.value {
+				return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("The presigned URL's %s parameter contradicts the request's %s header.", p.key, name)}
+			}
+			continue
+		}
+		r.Header.Set(name, p.value)
+	}
+	return nil
 }

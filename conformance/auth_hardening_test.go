@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha1" //nolint:gosec // SigV2 is defined on HMAC-SHA1
 	"encoding/base64"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3gate/s3gate/internal/testgw"
@@ -45,6 +47,7 @@ func TestAuthHardening(t *testing.T) {
 	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
 	c := sdkClient(t, gw)
 	t.Run("PresignedPutWithUnsignedCopySource", func(t *testing.T) { ahPresignedCopySource(t, gw, c) })
+	t.Run("PresignedQueryHeadersHonoured", func(t *testing.T) { ahPresignedQueryHeaders(t, gw, c) })
 	t.Run("UnsignedMetaAfterSigning", func(t *testing.T) { ahUnsignedMeta(t, gw, c) })
 	t.Run("UnsignedMetadataDirectiveOnCopy", func(t *testing.T) { ahUnsignedDirective(t, gw, c) })
 	t.Run("ClockSkewAtAnyDate", func(t *testing.T) { ahSkew(t, gw, c) })
@@ -117,6 +120,61 @@ func ahPresignedCopySource(t *testing.T, gw *testgw.Gateway, c *s3.Client) {
 	if got := getString(t, c, b1, "slot"); got != "mine" {
 		t.Fatalf("slot holds %q", got)
 	}
+}
+
+// ahPresignedQueryHeaders: x-amz-* headers carried in a presigned URL's
+// query (as presigners do with headers they hoist) are signed there and must
+// act as headers do, never be accepted and ignored: metadata is stored, a
+// wrong expected bucket owner is refused, and a header contradicting its
+// signed query parameter is refused and changes nothing.
+func ahPresignedQueryHeaders(t *testing.T, gw *testgw.Gateway, c *s3.Client) {
+	bucket := mustBucket(t, c, "hoist")
+	creds := aws.Credentials{AccessKeyID: gw.AccessKey, SecretAccessKey: gw.SecretKey}
+	presign := func(method, pathQuery string) string {
+		req, err := http.NewRequest(method, gw.Endpoint+pathQuery, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, "UNSIGNED-PAYLOAD", "s3", gw.Region, time.Now())
+		if err != nil {
+			t.Fatalf("presign: %v", err)
+		}
+		return u
+	}
+	do := func(method, u string, h http.Header, body string) (int, []byte) {
+		req, err := http.NewRequestWithContext(testCtx(t, time.Minute), method, u, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vv := range h {
+			req.Header[k] = vv
+		}
+		status, _, b := send(t, gw, req)
+		return status, b
+	}
+	put := presign(http.MethodPut, "/"+bucket+"/m?X-Amz-Expires=600&x-amz-meta-color=blue")
+	if status, body := do(http.MethodPut, put, nil, "hoisted"); status != http.StatusOK {
+		t.Fatalf("presigned PUT with metadata in the URL: HTTP %d %s", status, body)
+	}
+	head, err := c.HeadObject(testCtx(t, time.Minute), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("m")})
+	if err != nil {
+		t.Fatalf("HeadObject: %v", err)
+	}
+	if got := head.Metadata["color"]; got != "blue" {
+		t.Fatalf("metadata in the presigned URL was not stored: %v", head.Metadata)
+	}
+	// An added header contradicting the signed parameter of the same name
+	// (unsigned, so refused either way, and nothing changes).
+	status, body := do(http.MethodPut, put, http.Header{"X-Amz-Meta-Color": {"red"}}, "other")
+	if status < 400 || status >= 500 {
+		t.Fatalf("presigned PUT with a header contradicting its query parameter: HTTP %d %s, want a 4xx", status, body)
+	}
+	if got := getString(t, c, bucket, "m"); got != "hoisted" {
+		t.Fatalf("the refused PUT changed the object: %q", got)
+	}
+	get := presign(http.MethodGet, "/"+bucket+"/m?X-Amz-Expires=600&x-amz-expected-bucket-owner=999999999999")
+	status, body = do(http.MethodGet, get, nil, "")
+	wantRawError(t, "presigned GET with a wrong expected bucket owner in the URL", status, body, http.StatusForbidden, "AccessDenied")
 }
 
 // ahUnsignedMeta: a header-signed PUT with x-amz-meta-x added after signing.
