@@ -278,13 +278,14 @@ func WritePlan(w io.Writer, p Plan) {
 	line("orphan large objects", p.OrphanLOs, p.OrphanLOBytes)
 	line("stage files", p.StageFiles, p.StageBytes)
 	line("blob files without row", p.OrphanFiles, p.OrphanFileBytes)
+	fmt.Fprintf(w, "  %-24s %10d\n", "abandoned stages", p.Stages)
 	fmt.Fprintf(w, "  %-24s %10s  %12s (%d bytes)\n", "total", "", FormatBytes(p.TotalBytes()), p.TotalBytes())
 }
 
 // WriteStats prints what a run reclaimed.
 func WriteStats(w io.Writer, st Stats) {
-	fmt.Fprintf(w, "gc: reclaimed %d blobs (%s, %d bytes); aborted %d expired uploads; removed %d orphan large objects, %d stage files, %d blob files without row; skipped %d pinned, %d referenced, %d busy\n",
+	fmt.Fprintf(w, "gc: reclaimed %d blobs (%s, %d bytes); aborted %d expired uploads; removed %d orphan large objects, %d stage files, %d blob files without row, %d abandoned stages; skipped %d pinned, %d referenced, %d busy\n",
 		st.BlobsDeleted, FormatBytes(st.BytesReclaimed), st.BytesReclaimed, st.UploadsAborted,
-		st.LargeObjectsUnlinked, st.StageFilesRemoved, st.BlobFilesRemoved,
+		st.LargeObjectsUnlinked, st.StageFilesRemoved, st.BlobFilesRemoved, st.StagesReaped,
 		st.SkippedPinned, st.SkippedReferenced, st.SkippedBusy)
 }

@@ -55,9 +55,10 @@ type Options struct {
 	// object (since first seen) or a blob file without a row before it is
 	// reclaimed (default 1 min). It protects puts in flight.
 	Grace time.Duration
-	// StageGrace is how long a stage file must be untouched before it is
-	// removed (default 1 h): a stage file belongs to a put that is still
-	// reading its body, and only time tells it from a crash's leftover.
+	// StageGrace is how long a stage file or a stage row (content staged in
+	// PostgreSQL) must be untouched before it is removed (default 1 h): it
+	// belongs to a put that is still reading its body, and only time tells
+	// it from a crash's leftover.
 	StageGrace time.Duration
 	// UploadExpiry is the age at which incomplete multipart uploads are
 	// aborted (default 7 days).
@@ -130,6 +131,7 @@ type Stats struct {
 	SkippedBusy       int64
 
 	UploadsAborted       int64
+	StagesReaped         int64 // abandoned stage rows, with their chunk rows or large object
 	LargeObjectsUnlinked int64 // orphan large objects (not those of deleted blobs)
 	StageFilesRemoved    int64
 	BlobFilesRemoved     int64 // files without a blob row
@@ -143,6 +145,7 @@ func (s *Stats) Add(o Stats) {
 	s.SkippedReferenced += o.SkippedReferenced
 	s.SkippedBusy += o.SkippedBusy
 	s.UploadsAborted += o.UploadsAborted
+	s.StagesReaped += o.StagesReaped
 	s.LargeObjectsUnlinked += o.LargeObjectsUnlinked
 	s.StageFilesRemoved += o.StageFilesRemoved
 	s.BlobFilesRemoved += o.BlobFilesRemoved
@@ -253,8 +256,14 @@ func deleteBlob(ctx context.Context, db *pgxpool.Pool, id int64, opts Options, s
 			if opts.Media == nil {
 				return 0, errors.New("local blob, but no media configured")
 			}
+		case store.TierPGChunks:
+			// Chunk rows have no foreign key (staged rows precede their blob
+			// row, ADR 007): they go with the row in this transaction.
+			if _, err := tx.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1`, id); err != nil {
+				return 0, fmt.Errorf("delete chunks: %w", err)
+			}
 		}
-		// pgchunks rows go with the row (ON DELETE CASCADE), inline data is in it.
+		// Inline data is in the row.
 		return deleted, nil
 	})
 	if err != nil {

@@ -44,7 +44,7 @@ func (m *Metrics) record(st Stats) {
 	m.BlobsReclaimed.Add(st.BlobsDeleted)
 	m.BytesReclaimed.Add(st.BytesReclaimed)
 	m.UploadsAborted.Add(st.UploadsAborted)
-	m.OrphansFound.Add(st.LargeObjectsUnlinked + st.StageFilesRemoved + st.BlobFilesRemoved)
+	m.OrphansFound.Add(st.StagesReaped + st.LargeObjectsUnlinked + st.StageFilesRemoved + st.BlobFilesRemoved)
 }
 
 // finished counts a run as done (ok) or failed.

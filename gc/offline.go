@@ -32,6 +32,9 @@ type Plan struct {
 	StageFiles, StageBytes int64
 	// OrphanFiles: blob files with no blob row, older than the grace.
 	OrphanFiles, OrphanFileBytes int64
+	// Stages: content staged in PostgreSQL whose stage row was untouched for
+	// StageGrace (abandoned puts; their size is not counted).
+	Stages int64
 }
 
 // TotalBlobs is the number of blob rows the run would delete.
@@ -71,6 +74,10 @@ func PlanCollection(ctx context.Context, db *pgxpool.Pool, opts Options) (Plan, 
 		opts.Grace.Microseconds(), opts.UploadExpiry.Microseconds()).Scan(&p.ExpiredUploads, &p.UploadBlobs, &p.UploadBlobBytes); err != nil {
 		return p, fmt.Errorf("gc: plan: expired uploads: %w", err)
 	}
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM blob_stages WHERE touched_at <= `+since,
+		opts.StageGrace.Microseconds()).Scan(&p.Stages); err != nil {
+		return p, fmt.Errorf("gc: plan: abandoned stages: %w", err)
+	}
 	if err := planLargeObjects(ctx, db, opts, &p); err != nil {
 		return p, err
 	}
@@ -96,6 +103,7 @@ func planLargeObjects(ctx context.Context, db *pgxpool.Pool, opts Options, p *Pl
 	}
 	rows, err := db.Query(ctx, `SELECT m.oid FROM pg_largeobject_metadata m
 		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)
+		  AND NOT EXISTS (SELECT 1 FROM blob_stages s WHERE s.lo_oid = m.oid)
 		  AND `+firstSeen+` <= `+since, opts.Grace.Microseconds())
 	if err != nil {
 		return fmt.Errorf("gc: plan: orphan large objects: %w", err)
@@ -243,8 +251,12 @@ func offlineCollect(ctx context.Context, db *pgxpool.Pool, opts Options, plan Pl
 	if err != nil {
 		return st, err
 	}
-	bar = NewProgress(progress, "crash leftovers", plan.OrphanLOs+plan.StageFiles+plan.OrphanFiles, "")
+	bar = NewProgress(progress, "crash leftovers", plan.Stages+plan.OrphanLOs+plan.StageFiles+plan.OrphanFiles, "")
 	defer bar.Done()
+	if st.StagesReaped, err = ReapStages(ctx, db, opts); err != nil {
+		return st, err
+	}
+	bar.Add(st.StagesReaped)
 	if st.LargeObjectsUnlinked, err = ReapLargeObjects(ctx, db, opts); err != nil {
 		return st, err
 	}

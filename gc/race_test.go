@@ -237,6 +237,9 @@ func TestRunnersRace(t *testing.T) {
 		}
 	}
 	opts := v.opts()
+	// Puts run during the race on an engine without a pinner: only the
+	// stage grace keeps the stage reaper off their staged content.
+	opts.StageGrace = time.Hour
 	opts.PinWindow = time.Millisecond
 	opts.Interval = time.Millisecond
 	opts.Lease.RenewInterval = 20 * time.Millisecond

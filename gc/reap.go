@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/store/localfs"
+	pgcontent "github.com/s3gate/s3gate/store/pg/content"
 )
 
 // schemaLockKey serializes EnsureSchema across instances starting at once.
@@ -76,17 +77,19 @@ func ReapUploads(ctx context.Context, db *pgxpool.Pool, opts Options) (int64, er
 	}
 }
 
-// ReapLargeObjects unlinks large objects that no blob references once they
-// have been seen unreferenced for the grace period. A put creates its large
-// object inside its joint transaction, so an object of a put in flight is
-// invisible here, and a committed one without a blob row can never gain one;
+// ReapLargeObjects unlinks large objects that neither a blob nor a stage row
+// references once they have been seen so for the grace period. A put creates
+// its large object together with its stage row, and its joint transaction
+// swaps the stage row for the blob row, so an object of a put in flight is
+// always referenced here, and one that is not can never gain a reference;
 // the decision is still re-checked under an advisory lock on the OID, in the
-// unlinking transaction. The database is assumed to be s3gate's alone: any
+// unlinking transaction. (Stage rows themselves are ReapStages' business.) The database is assumed to be s3gate's alone: any
 // large object it does not reference is an orphan.
 func ReapLargeObjects(ctx context.Context, db *pgxpool.Pool, opts Options) (int64, error) {
 	opts = opts.withDefaults()
 	rows, err := db.Query(ctx, `SELECT m.oid FROM pg_largeobject_metadata m
-		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)`)
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)
+		  AND NOT EXISTS (SELECT 1 FROM blob_stages s WHERE s.lo_oid = m.oid)`)
 	if err != nil {
 		return 0, fmt.Errorf("gc: list orphan large objects: %w", err)
 	}
@@ -125,7 +128,8 @@ func ReapLargeObjects(ctx context.Context, db *pgxpool.Pool, opts Options) (int6
 				var k int64
 				// Unlinked only if it still exists and still no blob refers to it.
 				err := tx.QueryRow(ctx, `SELECT count(lo_unlink(m.oid)) FROM pg_largeobject_metadata m
-					WHERE m.oid = $1 AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)`, oid).Scan(&k)
+					WHERE m.oid = $1 AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)
+					  AND NOT EXISTS (SELECT 1 FROM blob_stages s WHERE s.lo_oid = m.oid)`, oid).Scan(&k)
 				if err != nil {
 					return 0, fmt.Errorf("unlink large object %d: %w", oid, err)
 				}
@@ -140,6 +144,53 @@ func ReapLargeObjects(ctx context.Context, db *pgxpool.Pool, opts Options) (int6
 			return n, fmt.Errorf("gc: orphan large objects: %w", err)
 		}
 		n += unlinked
+	}
+	return n, nil
+}
+
+// ReapStages drops content staged in PostgreSQL (ADR 007) whose stage row
+// was untouched for StageGrace: puts that crashed or were abandoned before
+// publishing. Each stage goes in its own short transaction that deletes the
+// row only if it is still that old (pgcontent.Unstage), so a put that wrote a
+// chunk meanwhile keeps it, and one whose publish claimed the row is never
+// touched; a put that does lose its stage row fails (it cannot publish
+// without it), it never publishes missing bytes.
+func ReapStages(ctx context.Context, db *pgxpool.Pool, opts Options) (int64, error) {
+	opts = opts.withDefaults()
+	rows, err := db.Query(ctx, `SELECT blob_id FROM blob_stages
+		WHERE touched_at <= clock_timestamp() - $1::bigint * interval '1 microsecond' ORDER BY blob_id`,
+		opts.StageGrace.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("gc: list abandoned stages: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, fmt.Errorf("gc: list abandoned stages: %w", err)
+	}
+	var n int64
+	for _, id := range ids {
+		var dropped bool
+		_, err := inTx(ctx, db, opts, func(tx pgx.Tx) (outcome, error) {
+			// A put pins its blob id while it stages: never reap under it.
+			var got bool
+			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, BlobLockKey(id)).Scan(&got); err != nil {
+				return 0, fmt.Errorf("try pin lock: %w", err)
+			}
+			if !got {
+				return pinned, nil
+			}
+			var err error
+			if dropped, err = pgcontent.Unstage(ctx, tx, id, opts.StageGrace); err != nil || !dropped {
+				return gone, err
+			}
+			return deleted, nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("gc: stage of blob %d: %w", id, err)
+		}
+		if dropped {
+			n++
+		}
 	}
 	return n, nil
 }

@@ -86,7 +86,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		default:
 			log.Info("gc: run done", "blobs", st.BlobsDeleted, "bytes", st.BytesReclaimed,
 				"uploads_aborted", st.UploadsAborted, "orphan_los", st.LargeObjectsUnlinked,
-				"stage_files", st.StageFilesRemoved, "orphan_files", st.BlobFilesRemoved,
+				"stage_files", st.StageFilesRemoved, "stages", st.StagesReaped, "orphan_files", st.BlobFilesRemoved,
 				"skipped_pinned", st.SkippedPinned, "skipped_referenced", st.SkippedReferenced, "skipped_busy", st.SkippedBusy)
 		}
 		select {
@@ -186,6 +186,9 @@ func collect(ctx context.Context, db *pgxpool.Pool, opts Options) (Stats, error)
 	sw, err := Sweep(ctx, db, opts)
 	st.Add(sw)
 	if err != nil {
+		return st, err
+	}
+	if st.StagesReaped, err = ReapStages(ctx, db, opts); err != nil {
 		return st, err
 	}
 	if st.LargeObjectsUnlinked, err = ReapLargeObjects(ctx, db, opts); err != nil {

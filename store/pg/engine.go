@@ -48,6 +48,15 @@ const rollbackTimeout = 5 * time.Second
 // defaultMaxConns is the pool size unless the URL sets pool_max_conns.
 const defaultMaxConns = 32
 
+// Backstops set on every pooled session unless the URL sets them (ADR 007).
+// Nothing legitimate leaves a pooled transaction idle for seconds, and no
+// statement of the gateway (1 MiB chunk writes, batched GC deletes) runs for
+// minutes; a bug or a stuck peer then costs a session, not the pool.
+const (
+	idleInTxTimeout  = "30s"
+	statementTimeout = "5min"
+)
+
 // Config configures Open.
 type Config struct {
 	// DatabaseURL is a PostgreSQL URL (pgxpool options such as pool_max_conns
@@ -86,6 +95,7 @@ type Engine struct {
 	region    string
 	pins      fleet.Pinner                // nil: no pinning
 	gov       *throttle.BandwidthGovernor // nil: unpaced
+	stager    *slotStager                 // staging writes, limited to a share of the pool
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -129,6 +139,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
 		pcfg.MaxConns = defaultMaxConns
 	}
+	setDefaultParam(pcfg.ConnConfig.RuntimeParams, "idle_in_transaction_session_timeout", idleInTxTimeout)
+	setDefaultParam(pcfg.ConnConfig.RuntimeParams, "statement_timeout", statementTimeout)
 	if !cfg.SkipMigrate {
 		if err := Migrate(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
@@ -139,6 +151,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("pg: pool: %w", err)
 	}
 	e.pool = pool
+	e.stager = newSlotStager(pool, stageSlots(pcfg.MaxConns))
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
 		pool.Close()
@@ -149,6 +162,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("pg: schema version %d, this binary needs %d: run migrations", applied, known)
 	}
 	return e, nil
+}
+
+// setDefaultParam sets a session parameter sent at connection start-up,
+// unless the operator's URL already set it.
+func setDefaultParam(params map[string]string, name, value string) {
+	if _, ok := params[name]; !ok {
+		params[name] = value
+	}
 }
 
 // Close closes the pool. Open readers must be closed first.

@@ -18,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg/content"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -36,7 +39,7 @@ type env struct {
 	dsn   string
 }
 
-func newEnv(t *testing.T, mode string) *env {
+func newEnv(t testing.TB, mode string) *env {
 	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
@@ -102,7 +105,7 @@ func (v *env) get(t *testing.T, key string, opts store.GetOptions) (store.Object
 	return info, rng, b
 }
 
-func (v *env) count(t *testing.T, sql string, args ...any) int {
+func (v *env) count(t testing.TB, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := v.e.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
@@ -119,6 +122,7 @@ func (v *env) contentLeft(t *testing.T) map[string]int {
 		"blobs":  v.count(t, `SELECT count(*) FROM blobs`),
 		"los":    v.count(t, `SELECT count(*) FROM pg_largeobject_metadata`),
 		"chunks": v.count(t, `SELECT count(*) FROM blob_chunks`),
+		"staged": v.count(t, `SELECT count(*) FROM blob_stages`),
 	}
 	if v.media != nil {
 		ids, err := v.media.BlobIDs(context.Background())
@@ -361,7 +365,7 @@ func TestDedupOverwriteDelete(t *testing.T) {
 			v.put(t, "one", data)
 			v.put(t, "two", data)
 			left := v.contentLeft(t)
-			want := map[string]int{"blobs": 1, "los": 0, "chunks": 0}
+			want := map[string]int{"blobs": 1, "los": 0, "chunks": 0, "staged": 0}
 			switch mode {
 			case LargePGLO:
 				want["los"] = 1
@@ -491,6 +495,25 @@ func TestFailuresLeaveNothing(t *testing.T) {
 				t.Errorf("cancelled: content %v, before %v", after, before)
 			}
 			v.assertPoolClean(t)
+			if mode != LargeLocal {
+				// GC's stage reaper takes the stage mid-body: the put cannot
+				// publish, answers 503 and leaves nothing.
+				reaped := false
+				reaping := io.MultiReader(bytes.NewReader(data[:2<<20]), readerFunc(func(p []byte) (int, error) {
+					if !reaped {
+						reaped = true
+						v.unstageAll(t)
+					}
+					return 0, io.EOF
+				}), bytes.NewReader(data[2<<20:]))
+				if _, err := v.e.PutObject(ctx, "b", "k7", reaping, store.PutOptions{Size: int64(len(data))}); !errors.Is(err, store.ErrUnavailable) {
+					t.Errorf("stage reaped mid-body: err %v, want ErrUnavailable", err)
+				}
+				if after := v.contentLeft(t); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("stage reaped: content %v, before %v", after, before)
+				}
+				v.assertPoolClean(t)
+			}
 			if n := v.count(t, `SELECT count(*) FROM objects`); n != 1 {
 				t.Errorf("%d objects, want 1", n)
 			}
@@ -501,6 +524,32 @@ func TestFailuresLeaveNothing(t *testing.T) {
 }
 
 type readerFunc func([]byte) (int, error)
+
+// unstageAll drops every stage row with its content, as GC's stage reaper
+// does with abandoned ones.
+func (v *env) unstageAll(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := v.e.pool.Query(ctx, `SELECT blob_id FROM blob_stages`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) == 0 {
+		t.Fatal("no stage row to reap")
+	}
+	for _, id := range ids {
+		if err := v.e.withTx(ctx, func(tx pgx.Tx) error {
+			_, err := content.Unstage(ctx, tx, id, -1)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 

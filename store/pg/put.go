@@ -15,6 +15,7 @@ import (
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/enginekit"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg/content"
 )
 
 // blobRef is what a staged put published inside the joint transaction.
@@ -29,10 +30,11 @@ type publishFunc func(ctx context.Context, tx pgx.Tx, b blobRef) error
 
 // stagedPut is the put path shared by PutObject, UploadPart and the byte-copy
 // form of UploadPartCopy (design §2): hash the body while staging it (inline
-// below the knee, else into the large engine), then publish blob and
-// referencing rows in one transaction. A bad digest, a failing body or any
-// error after BEGIN rolls everything back: no rows, no large object, no chunk
-// rows, no file remain.
+// below the knee, else into the large engine's stage, outside any
+// transaction), then publish blob and referencing rows in one short
+// transaction. A bad digest, a failing body or any error after BEGIN rolls
+// everything back and drops what was staged: no rows, no large object, no
+// chunk rows, no file remain.
 func (e *Engine) stagedPut(ctx context.Context, r io.Reader, opts store.PutOptions, publish publishFunc) (blobRef, error) {
 	body := store.NewBody(r, opts)
 	head, fits, err := store.ReadKnee(body, e.inlineMax)
@@ -53,43 +55,92 @@ func (e *Engine) stagedPut(ctx context.Context, r io.Reader, opts store.PutOptio
 	if e.media != nil {
 		return e.stagedPutLocal(ctx, body, rest, publish)
 	}
-	var ref blobRef
-	err = e.withTx(ctx, func(tx pgx.Tx) error {
-		var id int64
-		if err := tx.QueryRow(ctx, `SELECT nextval('blob_ids')`).Scan(&id); err != nil {
-			return fmt.Errorf("blob id: %w", mapErr(err))
-		}
-		cref, _, err := e.content.Write(ctx, tx, id, rest)
+	return e.stagedPutPG(ctx, body, rest, publish)
+}
+
+// stagedPutPG stages the content into PostgreSQL outside any transaction
+// (ADR 007) and then publishes it in one short joint transaction: a slow
+// client holds no transaction and no connection while it sends its body. The
+// stage row owns the content until the transaction claims it; every failure
+// unstages it, and a crash leaves a stage row for GC.
+func (e *Engine) stagedPutPG(ctx context.Context, body *store.Body, rest io.Reader, publish publishFunc) (blobRef, error) {
+	var id int64
+	if err := e.pool.QueryRow(ctx, `SELECT nextval('blob_ids')`).Scan(&id); err != nil {
+		return blobRef{}, fmt.Errorf("blob id: %w", mapErr(err))
+	}
+	if e.pins != nil {
+		// The pin keeps GC's stage reaper off this stage for as long as the
+		// put runs, however slow the client (without a pinner, only the stage
+		// grace does). It is released after the publish or the unstage.
+		pin, err := e.pins.Acquire(ctx, id)
 		if err != nil {
-			return fmt.Errorf("stage content: %w", err)
+			return blobRef{}, fmt.Errorf("pin staged blob %d: %w", id, err)
 		}
-		d, err := body.Finish()
+		defer pin.Release()
+	}
+	cref, _, err := e.content.Stage(ctx, e.stager, id, rest)
+	if err != nil {
+		return blobRef{}, errors.Join(fmt.Errorf("stage content: %w", stageErr(err)), e.unstage(ctx, id))
+	}
+	d, err := body.Finish()
+	if err != nil {
+		return blobRef{}, errors.Join(err, e.unstage(ctx, id))
+	}
+	// The joint transaction also takes a staging slot: uploads that finish
+	// together cannot take every pool connection either.
+	release, err := e.stager.acquire(ctx)
+	if err != nil {
+		return blobRef{}, errors.Join(err, e.unstage(ctx, id))
+	}
+	defer release()
+	ref, err := e.publishBlob(ctx, d, publish, func(ctx context.Context, tx pgx.Tx) (blobRef, error) {
+		oid, err := content.Claim(ctx, tx, id)
 		if err != nil {
-			return err
-		}
-		var oid *uint32
-		if e.large == LargePGLO {
-			o := uint32(cref)
-			oid = &o
+			return blobRef{}, stageErr(err)
 		}
 		got, inserted, err := upsertBlob(ctx, tx, &id, d, e.content.Tier(), nil, oid)
 		if err != nil {
-			return err
+			return blobRef{}, err
 		}
 		if !inserted {
 			// Deduplicated: the existing blob (now locked by our upsert) serves;
-			// drop what we wrote in this same transaction.
+			// drop the staged content in this same transaction.
 			if err := e.content.Drop(ctx, tx, id, cref); err != nil {
-				return err
+				return blobRef{}, err
 			}
 		}
-		ref = blobRef{id: got, digests: d}
-		return publish(ctx, tx, ref)
+		return blobRef{id: got, digests: d}, nil
 	})
 	if err != nil {
-		return blobRef{}, err
+		// A commit that failed but took effect deleted the stage row, so this
+		// finds nothing to drop: published content is never unstaged.
+		return blobRef{}, errors.Join(err, e.unstage(ctx, id))
 	}
 	return ref, nil
+}
+
+// stageErr maps a reaped stage to 503: the put can be retried.
+func stageErr(err error) error {
+	if errors.Is(err, content.ErrStageLost) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return mapErr(err)
+}
+
+// unstage drops what a failed put staged under blob id, in a short
+// transaction on a fresh context (the request's may be the reason for the
+// failure). If it cannot, the stage row stays for GC's stage reaper.
+func (e *Engine) unstage(ctx context.Context, id int64) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	err := e.withTx(rctx, func(tx pgx.Tx) error {
+		_, err := content.Unstage(rctx, tx, id, -1)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop staged content of blob %d (left for GC): %w", id, err)
+	}
+	return nil
 }
 
 // stagedPutLocal stages the content in a file before BEGIN, and renames it into

@@ -3,8 +3,9 @@
 // PostgreSQL does not try to compress content and can read slices of a row
 // without detoasting all of it).
 //
-// Rows are written inside the joint transaction of the put; reads are one
-// short autocommit statement per chunk. Unlike large objects, the rows travel
+// Rows are staged in short autocommit statements before the joint
+// transaction of the put publishes them (ADR 007); reads are one short
+// autocommit statement per chunk. Unlike large objects, the rows travel
 // through logical replication.
 package pgchunks
 
@@ -33,21 +34,31 @@ func New() *Engine { return &Engine{} }
 // Tier implements content.Engine.
 func (e *Engine) Tier() string { return store.TierPGChunks }
 
-// Write implements content.Engine; the reference is 0 (the blob id keys the
-// rows).
-func (e *Engine) Write(ctx context.Context, tx pgx.Tx, blobID int64, r io.Reader) (int64, int64, error) {
+// Stage implements content.Engine; the reference is 0 (the blob id keys the
+// rows). Each chunk is read whole from r first, then inserted by one
+// autocommit statement that touches the stage row and inserts nothing if the
+// row is gone.
+func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r io.Reader) (int64, int64, error) {
+	if _, err := db.Exec(ctx, `INSERT INTO blob_stages (blob_id) VALUES ($1)`, blobID); err != nil {
+		return 0, 0, fmt.Errorf("pgchunks: register stage of blob %d: %w", blobID, err)
+	}
 	buf := make([]byte, content.ChunkSize)
 	var total int64
 	for seq := int32(0); ; seq++ {
-		n, err := io.ReadFull(r, buf)
-		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-		if err != nil && !eof {
-			return 0, 0, fmt.Errorf("read content: %w", err)
+		n, eof, err := content.ReadChunk(r, buf)
+		if err != nil {
+			return 0, total, err
 		}
 		if n > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO blob_chunks (blob_id, seq, data) VALUES ($1, $2, $3)`,
-				blobID, seq, buf[:n]); err != nil {
-				return 0, 0, fmt.Errorf("pgchunks: insert chunk %d of blob %d: %w", seq, blobID, err)
+			tag, err := db.Exec(ctx, `WITH s AS (
+					UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING blob_id)
+				INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3 FROM s`,
+				blobID, seq, buf[:n])
+			if err != nil {
+				return 0, total, fmt.Errorf("pgchunks: insert chunk %d of blob %d: %w", seq, blobID, err)
+			}
+			if tag.RowsAffected() != 1 {
+				return 0, total, fmt.Errorf("pgchunks: chunk %d of blob %d: %w", seq, blobID, content.ErrStageLost)
 			}
 			total += int64(n)
 		}

@@ -3,6 +3,7 @@ package pgchunks_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -42,9 +43,20 @@ func randBytes(seed uint64, n int) []byte {
 	return b
 }
 
-// write stores data as the chunks of blob id (with a blob row, which the
-// deferred foreign key requires at commit).
+// write stages data as the chunks of blob id (owned by its stage row).
 func write(tb testing.TB, p *pgxpool.Pool, id int64, data []byte) {
+	tb.Helper()
+	_, n, err := pgchunks.New().Stage(context.Background(), p, id, bytes.NewReader(data))
+	if err != nil {
+		tb.Fatalf("stage: %v", err)
+	}
+	if n != int64(len(data)) {
+		tb.Fatalf("stage reported %d bytes, want %d", n, len(data))
+	}
+}
+
+// unstage drops blob id's stage row and content.
+func unstage(tb testing.TB, p *pgxpool.Pool, id int64) {
 	tb.Helper()
 	ctx := context.Background()
 	tx, err := p.Begin(ctx)
@@ -52,24 +64,15 @@ func write(tb testing.TB, p *pgxpool.Pool, id int64, data []byte) {
 		tb.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	_, n, err := pgchunks.New().Write(ctx, tx, id, bytes.NewReader(data))
-	if err != nil {
-		tb.Fatalf("write: %v", err)
-	}
-	if n != int64(len(data)) {
-		tb.Fatalf("write reported %d bytes, want %d", n, len(data))
-	}
-	var sum [32]byte
-	sum[0], sum[1] = byte(id), byte(id>>8)
-	if _, err := tx.Exec(ctx, `INSERT INTO blobs (id, sha256, size, tier) VALUES ($1, $2, $3, 'pgchunks')`, id, sum[:], n); err != nil {
-		tb.Fatal(err)
+	if ok, err := content.Unstage(ctx, tx, id, -1); err != nil || !ok {
+		tb.Fatalf("unstage %d: %v, %v", id, ok, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		tb.Fatal(err)
 	}
 }
 
-func TestWriteOpenDrop(t *testing.T) {
+func TestStageOpenDrop(t *testing.T) {
 	p := pool(t)
 	ctx := context.Background()
 	e := pgchunks.New()
@@ -125,28 +128,46 @@ func TestWriteOpenDrop(t *testing.T) {
 	}
 }
 
-// TestChunksWithoutBlobRowFail checks the deferred foreign key: chunk rows
-// whose blob row never arrives cannot commit.
-func TestChunksWithoutBlobRowFail(t *testing.T) {
+// reapAfter is a body that unstages blob id (as GC's stage reaper would)
+// once the first chunk has been read and written.
+type reapAfter struct {
+	tb   testing.TB
+	p    *pgxpool.Pool
+	id   int64
+	r    io.Reader
+	read int
+}
+
+func (r *reapAfter) Read(b []byte) (int, error) {
+	if r.read >= content.ChunkSize && r.id != 0 {
+		unstage(r.tb, r.p, r.id)
+		r.id = 0
+	}
+	n, err := r.r.Read(b)
+	r.read += n
+	return n, err
+}
+
+// TestStageLost checks that a chunk write finds its stage row or writes
+// nothing: content reaped mid-stage is not resurrected by the put.
+func TestStageLost(t *testing.T) {
 	p := pool(t)
 	ctx := context.Background()
-	tx, err := p.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	body := &reapAfter{tb: t, p: p, id: 7, r: bytes.NewReader(randBytes(4, 3*content.ChunkSize))}
+	_, _, err := pgchunks.New().Stage(ctx, p, 7, body)
+	if !errors.Is(err, content.ErrStageLost) {
+		t.Fatalf("stage after reap: %v, want ErrStageLost", err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after a failed commit
-	if _, _, err := pgchunks.New().Write(ctx, tx, 99, bytes.NewReader([]byte("x"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err == nil {
-		t.Fatal("commit of chunks without a blob row succeeded")
+	var rows int
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM blob_chunks WHERE blob_id = 7`).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("chunk rows left: %d (%v)", rows, err)
 	}
 }
 
 const benchSize = 64 << 20
 
-// BenchmarkPGChunksWrite measures writing 64 MiB as 1 MiB rows in a
-// transaction.
+// BenchmarkPGChunksWrite measures staging 64 MiB as 1 MiB rows, one
+// autocommit statement each.
 func BenchmarkPGChunksWrite(b *testing.B) {
 	p := pool(b)
 	data := randBytes(2, benchSize)
@@ -156,9 +177,7 @@ func BenchmarkPGChunksWrite(b *testing.B) {
 		id++
 		write(b, p, id, data)
 		b.StopTimer()
-		if _, err := p.Exec(context.Background(), `DELETE FROM blobs WHERE id = $1`, id); err != nil {
-			b.Fatal(err)
-		}
+		unstage(b, p, id)
 		b.StartTimer()
 	}
 }

@@ -3,6 +3,7 @@ package pglo_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,15 +12,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/internal/pgtest"
+	"github.com/s3gate/s3gate/store/pg"
 	"github.com/s3gate/s3gate/store/pg/content"
 	"github.com/s3gate/s3gate/store/pglo"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// pool returns a pool on a fresh database with the s3gate schema (which
+// creates blob_stages).
 func pool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
-	p, err := pgxpool.New(context.Background(), pgtest.DSN(tb))
+	dsn := pgtest.DSN(tb)
+	if err := pg.Migrate(context.Background(), dsn); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -36,8 +44,22 @@ func randBytes(seed uint64, n int) []byte {
 	return b
 }
 
-// write stores data in a committed large object and returns its OID.
-func write(tb testing.TB, p *pgxpool.Pool, e *pglo.Engine, data []byte) int64 {
+// write stages data in a large object owned by the stage row of blob id and
+// returns its OID.
+func write(tb testing.TB, p *pgxpool.Pool, id int64, data []byte) int64 {
+	tb.Helper()
+	ref, n, err := pglo.New().Stage(context.Background(), p, id, bytes.NewReader(data))
+	if err != nil {
+		tb.Fatalf("stage: %v", err)
+	}
+	if n != int64(len(data)) {
+		tb.Fatalf("stage reported %d bytes, want %d", n, len(data))
+	}
+	return ref
+}
+
+// unstage drops blob id's stage row and large object.
+func unstage(tb testing.TB, p *pgxpool.Pool, id int64) {
 	tb.Helper()
 	ctx := context.Background()
 	tx, err := p.Begin(ctx)
@@ -45,93 +67,123 @@ func write(tb testing.TB, p *pgxpool.Pool, e *pglo.Engine, data []byte) int64 {
 		tb.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	ref, n, err := e.Write(ctx, tx, 1, bytes.NewReader(data))
-	if err != nil {
-		tb.Fatalf("write: %v", err)
-	}
-	if n != int64(len(data)) {
-		tb.Fatalf("write reported %d bytes, want %d", n, len(data))
+	if ok, err := content.Unstage(ctx, tx, id, -1); err != nil || !ok {
+		tb.Fatalf("unstage %d: %v, %v", id, ok, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	return ref
 }
 
-func TestWriteOpenDrop(t *testing.T) {
+func TestStageOpenDrop(t *testing.T) {
 	p := pool(t)
 	ctx := context.Background()
+	e := pglo.New()
 	size := 2*content.ChunkSize + 333
 	data := randBytes(1, size)
-	for _, mode := range []pglo.WriteMode{pglo.WriteLOPut, pglo.WriteLOAPI} {
-		t.Run(mode.String(), func(t *testing.T) {
-			e := &pglo.Engine{Mode: mode}
-			for _, d := range [][]byte{{}, data[:10], data} {
-				ref := write(t, p, e, d)
-				spans := []struct{ off, n int64 }{{0, int64(len(d))}}
-				if len(d) == size {
-					spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2})
-				}
-				for _, s := range spans {
-					rd, err := e.Open(ctx, p, 0, ref, s.off, s.n)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := io.ReadAll(rd)
-					if err != nil {
-						t.Fatalf("read %d+%d: %v", s.off, s.n, err)
-					}
-					if err := rd.Close(); err != nil {
-						t.Fatal(err)
-					}
-					if !bytes.Equal(got, d[s.off:s.off+s.n]) {
-						t.Errorf("span %d+%d of %d bytes: content differs", s.off, s.n, len(d))
-					}
-				}
-				// Reading beyond the end is an error, never short data.
-				rd, _ := e.Open(ctx, p, 0, ref, 0, int64(len(d))+1)
-				if _, err := io.ReadAll(rd); err == nil {
-					t.Errorf("read past the end of %d bytes succeeded", len(d))
-				}
-				tx, err := p.Begin(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Drop(ctx, tx, 0, ref); err != nil {
-					t.Fatal(err)
-				}
-				if err := tx.Commit(ctx); err != nil {
-					t.Fatal(err)
-				}
+	for i, d := range [][]byte{{}, data[:10], data[:content.ChunkSize], data} {
+		id := int64(i + 1)
+		ref := write(t, p, id, d)
+		spans := []struct{ off, n int64 }{{0, int64(len(d))}}
+		if len(d) == size {
+			spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2})
+		}
+		for _, s := range spans {
+			rd, err := e.Open(ctx, p, 0, ref, s.off, s.n)
+			if err != nil {
+				t.Fatal(err)
 			}
-			var n int
-			if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata`).Scan(&n); err != nil || n != 0 {
-				t.Errorf("large objects left: %d (%v)", n, err)
+			got, err := io.ReadAll(rd)
+			if err != nil {
+				t.Fatalf("read %d+%d: %v", s.off, s.n, err)
 			}
-		})
+			if err := rd.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, d[s.off:s.off+s.n]) {
+				t.Errorf("span %d+%d of %d bytes: content differs", s.off, s.n, len(d))
+			}
+		}
+		// Reading beyond the end is an error, never short data.
+		rd, _ := e.Open(ctx, p, 0, ref, 0, int64(len(d))+1)
+		if _, err := io.ReadAll(rd); err == nil {
+			t.Errorf("read past the end of %d bytes succeeded", len(d))
+		}
+		if i%2 == 0 {
+			unstage(t, p, id)
+			continue
+		}
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := content.Claim(ctx, tx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Drop(ctx, tx, 0, ref); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("large objects left: %d (%v)", n, err)
+	}
+}
+
+// reapAfter is a body that unstages blob id (as GC's stage reaper would)
+// once the first chunk has been read and written.
+type reapAfter struct {
+	tb   testing.TB
+	p    *pgxpool.Pool
+	id   int64
+	r    io.Reader
+	read int
+}
+
+func (r *reapAfter) Read(b []byte) (int, error) {
+	if r.read >= content.ChunkSize && r.id != 0 {
+		unstage(r.tb, r.p, r.id)
+		r.id = 0
+	}
+	n, err := r.r.Read(b)
+	r.read += n
+	return n, err
+}
+
+// TestStageLost checks that a write finds its stage row or writes nothing:
+// a large object reaped mid-stage is not resurrected by the put.
+func TestStageLost(t *testing.T) {
+	p := pool(t)
+	ctx := context.Background()
+	body := &reapAfter{tb: t, p: p, id: 7, r: bytes.NewReader(randBytes(4, 3*content.ChunkSize))}
+	_, _, err := pglo.New().Stage(ctx, p, 7, body)
+	if !errors.Is(err, content.ErrStageLost) {
+		t.Fatalf("stage after reap: %v, want ErrStageLost", err)
+	}
+	var n int
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("large objects left: %d (%v)", n, err)
 	}
 }
 
 const benchSize = 64 << 20
 
-// BenchmarkPGLOWrite measures writing 64 MiB into a large object inside a
-// transaction, for each write path.
+// BenchmarkPGLOWrite measures staging 64 MiB into a large object, one
+// autocommit lo_put per 1 MiB.
 func BenchmarkPGLOWrite(b *testing.B) {
 	p := pool(b)
 	data := randBytes(2, benchSize)
-	for _, mode := range []pglo.WriteMode{pglo.WriteLOPut, pglo.WriteLOAPI} {
-		b.Run(mode.String(), func(b *testing.B) {
-			e := &pglo.Engine{Mode: mode}
-			b.SetBytes(benchSize)
-			for b.Loop() {
-				ref := write(b, p, e, data)
-				b.StopTimer()
-				if _, err := p.Exec(context.Background(), `SELECT lo_unlink($1)`, uint32(ref)); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
-		})
+	b.SetBytes(benchSize)
+	id := int64(1000)
+	for b.Loop() {
+		id++
+		write(b, p, id, data)
+		b.StopTimer()
+		unstage(b, p, id)
+		b.StartTimer()
 	}
 }
 
@@ -139,7 +191,7 @@ func BenchmarkPGLOWrite(b *testing.B) {
 func BenchmarkPGLORead(b *testing.B) {
 	p := pool(b)
 	e := pglo.New()
-	ref := write(b, p, e, randBytes(3, benchSize))
+	ref := write(b, p, 1, randBytes(3, benchSize))
 	b.SetBytes(benchSize)
 	for b.Loop() {
 		rd, err := e.Open(context.Background(), p, 0, ref, 0, benchSize)
