@@ -783,6 +783,9 @@ func TestUploadPartCopyPinsSource(t *testing.T) {
 				var hp *hookPinner
 				v = newPinEnvWith(t, mode, 0, nil, func(p fleet.Pinner) fleet.Pinner {
 					hp = &hookPinner{Pinner: p}
+					hp.staging = func(id int64) bool {
+						return v.count(t, `SELECT count(*) FROM blobs WHERE id = $1`, id) == 0
+					}
 					hp.hook = func(id int64) {
 						if hp.calls.Load() > 1 && !c.every {
 							return
