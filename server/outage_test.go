@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,19 +54,28 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		do   func() error
+		// mayReset: the gateway answers before reading the body and closes
+		// the connection; a client still sending a large body may see that
+		// close as a reset before it reads the 503 (both are retried by
+		// clients). Whatever it reads must be the 503.
+		mayReset bool
 	}{
-		{"small PUT", func() error { return put("during-small", 100) }},
-		{"large PUT", func() error { return put("during-large", 2<<20) }},
+		{"small PUT", func() error { return put("during-small", 100) }, false},
+		{"large PUT", func() error { return put("during-large", 2<<20) }, true},
 		{"GET", func() error {
 			_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("outage"), Key: aws.String("before")})
 			return err
-		}},
+		}, false},
 		{"LIST", func() error {
 			_, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("outage")})
 			return err
-		}},
+		}, false},
 	} {
 		err := tc.do()
+		if tc.mayReset && errors.Is(err, syscall.ECONNRESET) {
+			t.Logf("%s with PostgreSQL down: the connection was reset before the answer was read (%v)", tc.name, err)
+			continue
+		}
 		var re *awshttp.ResponseError
 		var ae smithy.APIError
 		if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusServiceUnavailable ||
