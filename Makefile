@@ -66,10 +66,11 @@ scenario:
 # Every fuzz target for FUZZTIME each (CI runs a short pass).
 FUZZTIME ?= 10s
 fuzz:
+	@mkdir -p bin
 	@for pkg in ./auth ./s3api ./store; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || exit 1; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >bin/fuzz.log 2>&1 || { cat bin/fuzz.log; exit 1; }; \
 	  done; \
 	done
 
