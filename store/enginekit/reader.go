@@ -2,7 +2,6 @@ package enginekit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -118,76 +117,4 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 		c.err = err
 	}
 	return n, err
-}
-
-// SegmentReader reads segments in order, opening each with open when it is
-// reached: nothing is buffered beyond one read, and a part not reached is
-// never opened.
-type SegmentReader[S any] struct {
-	ctx    context.Context
-	open   func(context.Context, S) (io.ReadCloser, error)
-	segs   []S
-	cur    io.ReadCloser
-	err    error
-	closed error // what reads after Close return
-}
-
-// NewSegmentReader returns a reader of segs; engine names the engine in the
-// error of a read after Close.
-func NewSegmentReader[S any](ctx context.Context, engine string, segs []S, open func(context.Context, S) (io.ReadCloser, error)) *SegmentReader[S] {
-	return &SegmentReader[S]{ctx: ctx, open: open, segs: segs, closed: fmt.Errorf("%s: read after close", engine)}
-}
-
-// Read implements io.Reader. Errors are sticky.
-func (m *SegmentReader[S]) Read(p []byte) (int, error) {
-	for {
-		if m.err != nil {
-			return 0, m.err
-		}
-		if m.cur == nil {
-			if len(m.segs) == 0 {
-				return 0, io.EOF
-			}
-			s := m.segs[0]
-			m.segs = m.segs[1:]
-			rc, err := m.open(m.ctx, s)
-			if err != nil {
-				m.err = err
-				return 0, err
-			}
-			m.cur = rc
-		}
-		n, err := m.cur.Read(p)
-		if errors.Is(err, io.EOF) {
-			cerr := m.cur.Close()
-			m.cur = nil
-			if cerr != nil {
-				m.err = fmt.Errorf("close part reader: %w", cerr)
-			}
-			if n > 0 {
-				return n, nil
-			}
-			continue
-		}
-		if err != nil {
-			m.err = err
-		}
-		return n, err
-	}
-}
-
-// Close closes the open segment; later reads fail.
-func (m *SegmentReader[S]) Close() error {
-	m.segs = nil
-	if m.err == nil {
-		m.err = m.closed
-	}
-	if m.cur != nil {
-		err := m.cur.Close()
-		m.cur = nil
-		if err != nil {
-			return fmt.Errorf("close part reader: %w", err)
-		}
-	}
-	return nil
 }
