@@ -265,30 +265,17 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	return info, nil
 }
 
-// repeatedComplete answers a Complete of an upload that is no longer in
-// progress: the same result as the completion that wrote the current object,
-// if that is what the request repeats (store.RepeatedComplete), else
-// ErrNoSuchUpload (or NoSuchBucket when the bucket is gone). The caller holds
-// the upload's and the object's locks.
+// repeatedComplete is enginekit.RepeatedComplete in this engine's dialect.
 func repeatedComplete(ctx context.Context, tx *sql.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	r, err := resolveObject(ctx, tx, bucket, key)
-	if errors.Is(err, store.ErrNoSuchKey) {
-		if berr := bucketExists(ctx, tx, bucket); berr != nil {
-			return store.ObjectInfo{}, berr
-		}
-		return store.ObjectInfo{}, fmt.Errorf("upload %q: %w", uploadID, store.ErrNoSuchUpload)
-	}
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	info, err := store.RepeatedComplete(uploadID, parts, r.info)
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	if err := enginekit.VerifyCompleteChecksum(opts, info.Checksum); err != nil {
-		return store.ObjectInfo{}, err
-	}
-	return info, nil
+	return enginekit.RepeatedComplete(uploadID, parts, opts,
+		func() (store.ObjectInfo, error) {
+			r, err := resolveObject(ctx, tx, bucket, key)
+			if err != nil {
+				return store.ObjectInfo{}, err
+			}
+			return r.info, nil
+		},
+		func() error { return bucketExists(ctx, tx, bucket) })
 }
 
 // readUploadParts reads every stored part of an upload, by number, with the

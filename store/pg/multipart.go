@@ -289,30 +289,17 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	return info, nil
 }
 
-// repeatedComplete answers a Complete of an upload that is no longer in
-// progress: the same result as the completion that wrote the current object,
-// if that is what the request repeats (store.RepeatedComplete), else
-// ErrNoSuchUpload (or NoSuchBucket when the bucket is gone). The caller holds
-// the upload's and the object's locks.
+// repeatedComplete is enginekit.RepeatedComplete in this engine's dialect.
 func (e *Engine) repeatedComplete(ctx context.Context, tx pgx.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	r, err := resolveObject(ctx, tx, bucket, key, false, false)
-	if errors.Is(err, store.ErrNoSuchKey) {
-		if berr := e.bucketExists(ctx, tx, bucket); berr != nil {
-			return store.ObjectInfo{}, berr
-		}
-		return store.ObjectInfo{}, fmt.Errorf("upload %q: %w", uploadID, store.ErrNoSuchUpload)
-	}
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	info, err := store.RepeatedComplete(uploadID, parts, r.info)
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	if err := enginekit.VerifyCompleteChecksum(opts, info.Checksum); err != nil {
-		return store.ObjectInfo{}, err
-	}
-	return info, nil
+	return enginekit.RepeatedComplete(uploadID, parts, opts,
+		func() (store.ObjectInfo, error) {
+			r, err := resolveObject(ctx, tx, bucket, key, false, false)
+			if err != nil {
+				return store.ObjectInfo{}, err
+			}
+			return r.info, nil
+		},
+		func() error { return e.bucketExists(ctx, tx, bucket) })
 }
 
 // AbortMultipartUpload implements store.ObjectStore. The parts' blobs stay for
