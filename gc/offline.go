@@ -295,13 +295,6 @@ func sweepProgress(ctx context.Context, db *pgxpool.Pool, opts Options, st *Stat
 	}
 }
 
-// UploadLockKey and ObjectLockKey are the advisory keys of store/pg's upload
-// and object mutations (fleet.LockKey is the same derivation as store/pg's).
-func UploadLockKey(uploadID string) int64 { return fleet.LockKey("upload", uploadID) }
-
-// ObjectLockKey: see UploadLockKey.
-func ObjectLockKey(bucket, key string) int64 { return fleet.LockKey("object", bucket, key) }
-
 // reapUploadsLocked aborts expired uploads one by one, each under the upload
 // and object locks that Complete takes (in ascending key order, as store/pg
 // takes several), so that it is serialized with a part upload, Complete or
@@ -331,7 +324,7 @@ func reapUploadsLocked(ctx context.Context, db *pgxpool.Pool, opts Options, bar 
 		}
 		for _, u := range batch {
 			res, err := inTx(ctx, db, opts, func(tx pgx.Tx) (outcome, error) {
-				keys := []int64{UploadLockKey(u.id), ObjectLockKey(u.bucket, u.key)}
+				keys := []int64{fleet.UploadLockKey(u.id), fleet.ObjectLockKey(u.bucket, u.key)}
 				if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, keys); err != nil {
 					return 0, fmt.Errorf("lock upload: %w", err)
 				}

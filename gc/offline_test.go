@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/pg"
@@ -195,10 +196,10 @@ func TestOfflineUsesStoreLocks(t *testing.T) {
 		key  int64
 		op   func() error
 	}{
-		{"upload key blocks Abort", UploadLockKey(up.UploadID), func() error {
+		{"upload key blocks Abort", fleet.UploadLockKey(up.UploadID), func() error {
 			return v.eng.AbortMultipartUpload(ctx, v.bucket, "mp", up.UploadID)
 		}},
-		{"object key blocks Delete", ObjectLockKey(v.bucket, "obj"), func() error {
+		{"object key blocks Delete", fleet.ObjectLockKey(v.bucket, "obj"), func() error {
 			return v.eng.DeleteObject(ctx, v.bucket, "obj")
 		}},
 	}

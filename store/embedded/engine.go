@@ -19,7 +19,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"net/url"
 	"os"
@@ -278,22 +277,12 @@ func isConstraint(err error, code int) bool {
 // now is the time stamp of a write, in the resolution the schema keeps.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-func toMicros(t time.Time) int64       { return t.UnixMicro() }
-func fromMicros(us int64) time.Time    { return time.UnixMicro(us).UTC() }
-func objectLockKey(b, k string) uint64 { return lockKey("object", b, k) }
-func uploadLockKey(id string) uint64   { return lockKey("upload", id) }
+func toMicros(t time.Time) int64    { return t.UnixMicro() }
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// lockKey hashes a namespaced identity to 64 bits, as store/pg derives its
-// advisory lock keys. Each part is length-prefixed so that ("a","b/c") and
-// ("a/b","c") differ.
-func lockKey(namespace string, parts ...string) uint64 {
-	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "s3gate/%s", namespace) // hash writes never fail
-	for _, p := range parts {
-		_, _ = fmt.Fprintf(h, "\x00%d:%s", len(p), p)
-	}
-	return h.Sum64()
-}
+// The in-process locks use fleet's keys, the same as store/pg's advisory locks.
+func objectLockKey(b, k string) uint64 { return uint64(fleet.ObjectLockKey(b, k)) }
+func uploadLockKey(id string) uint64   { return uint64(fleet.UploadLockKey(id)) }
 
 // lockStripes is the number of in-process object lock stripes. Two identities
 // that share a stripe merely wait for each other.

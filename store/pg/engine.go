@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -190,19 +189,8 @@ func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 // Large reports the large engine in use.
 func (e *Engine) Large() string { return e.large }
 
-// lockKey derives a 64-bit advisory lock key from a namespaced identity. Each
-// part is length-prefixed so that ("a","b/c") and ("a/b","c") differ.
-func lockKey(namespace string, parts ...string) int64 {
-	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "s3gate/%s", namespace) // hash writes never fail
-	for _, p := range parts {
-		_, _ = fmt.Fprintf(h, "\x00%d:%s", len(p), p)
-	}
-	return int64(h.Sum64())
-}
-
-func objectLockKey(bucket, key string) int64 { return lockKey("object", bucket, key) }
-func uploadLockKey(uploadID string) int64    { return lockKey("upload", uploadID) }
+func objectLockKey(bucket, key string) int64 { return fleet.ObjectLockKey(bucket, key) }
+func uploadLockKey(uploadID string) int64    { return fleet.UploadLockKey(uploadID) }
 
 // lockXact takes transaction-level advisory locks in ascending key order (a
 // fixed order avoids deadlocks between transactions taking several). They are

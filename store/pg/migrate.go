@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/s3gate/s3gate/fleet"
 )
 
 //go:embed migrations/*.sql
@@ -26,7 +28,7 @@ type migration struct {
 
 // migrationLockKey is the transaction-level advisory lock that serializes
 // schema changes across instances starting at once.
-var migrationLockKey = lockKey("migrate", "schema")
+var migrationLockKey = fleet.MigrationLockKey()
 
 // migrations returns the embedded migrations in version order. File names are
 // NNNN_name.sql.
