@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // resolveSource resolves a copy source inside a transaction, telling a
@@ -21,7 +21,7 @@ func resolveSource(ctx context.Context, tx *sql.Tx, src store.CopySource) (*reso
 	if err != nil {
 		return nil, err
 	}
-	if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
+	if err := protocol.CopySourceConditions(src.Cond, r.info); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -50,7 +50,7 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 			return store.ErrCopySourceChanged
 		}
 		if same && !opts.ReplaceMeta && opts.Checksum == nil {
-			return enginekit.ErrCopyToItself
+			return protocol.ErrCopyToItself
 		}
 		out = r.info
 		out.Bucket, out.Key = dstBucket, dstKey

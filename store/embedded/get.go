@@ -11,7 +11,7 @@ import (
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // pinRetries bounds how often GetObject resolves again when a blob it pinned
@@ -49,7 +49,7 @@ func (r *resolved) segments(start, n int64) []segment {
 	var segs []segment
 	for i := range rows {
 		p := &rows[i]
-		if off, cnt, ok := enginekit.Overlap(start, n, p.start, p.size); ok {
+		if off, cnt, ok := protocol.Overlap(start, n, p.start, p.size); ok {
 			segs = append(segs, segment{row: p, off: off, n: cnt})
 		}
 	}
@@ -219,18 +219,18 @@ func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.G
 // vanished: resolve again.
 func (e *Engine) openSegments(ctx context.Context, segs []segment) (store.Reader, bool, error) {
 	var first fleet.Pin
-	firstID, needs := enginekit.FirstPinned(segs, segBlob)
+	firstID, needs := protocol.FirstPinned(segs, segBlob)
 	if needs {
 		var err error
 		first, err = e.pinning().PinFirst(ctx, firstID)
-		if errors.Is(err, enginekit.ErrVanished) {
+		if errors.Is(err, protocol.ErrVanished) {
 			return nil, false, nil
 		}
 		if err != nil {
 			return nil, false, err
 		}
 	}
-	stream := enginekit.NewPinnedSegments(ctx, "embedded", segs, segBlob, e.openSegment, e.pinning(), first, firstID)
+	stream := protocol.NewPinnedSegments(ctx, "embedded", segs, segBlob, e.openSegment, e.pinning(), first, firstID)
 	return e.newPacedReader(ctx, stream), true, nil
 }
 
@@ -256,13 +256,13 @@ func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
 // selectRange resolves partNumber and Range against the object (the same
 // rules as store/pg).
 func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
-	return enginekit.SelectRange(r.info.Size, r.parts != nil, func(n int) (enginekit.Part, bool) {
+	return protocol.SelectRange(r.info.Size, r.parts != nil, func(n int) (protocol.Part, bool) {
 		for _, p := range r.parts {
 			if p.number == n {
-				return enginekit.Part{Number: n, Start: p.start, Size: p.size}, true
+				return protocol.Part{Number: n, Start: p.start, Size: p.size}, true
 			}
 		}
-		return enginekit.Part{}, false
+		return protocol.Part{}, false
 	}, opts)
 }
 
@@ -284,7 +284,7 @@ func (e *Engine) openSegment(ctx context.Context, s segment) (io.ReadCloser, err
 			one := []segment{{row: &partRow{blobID: s.row.blobID, tier: s.row.tier, size: s.row.size}}}
 			if err := loadInline(ctx, e.rdb, one); err != nil {
 				if errors.Is(err, sql.ErrNoRows) {
-					return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, s.row.blobID, enginekit.ErrVanished)
+					return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, s.row.blobID, protocol.ErrVanished)
 				}
 				return nil, err
 			}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // where returns the SQL condition of the cursor's range on col and its
 // arguments.
-func where(c *enginekit.ListCursor, col string) (string, []any) {
+func where(c *protocol.ListCursor, col string) (string, []any) {
 	op := ">"
 	if c.Range.Inclusive {
 		op = ">="
@@ -34,7 +34,7 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 			return err
 		}
 		var err error
-		res, err = enginekit.ListObjects(p, func(c *enginekit.ListCursor, limit int) ([]store.ObjectInfo, error) {
+		res, err = protocol.ListObjects(p, func(c *protocol.ListCursor, limit int) ([]store.ObjectInfo, error) {
 			cond, args := where(c, "key")
 			return scanObjects(ctx, tx, bucket, `SELECT key, size, etag, last_modified, checksum FROM objects
 				WHERE bucket = ? AND `+cond+` ORDER BY key LIMIT `+fmt.Sprint(limit), append([]any{bucket}, args...))

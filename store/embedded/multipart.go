@@ -13,7 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // CreateMultipartUpload implements store.ObjectStore.
@@ -89,7 +89,7 @@ func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, p
 	if err != nil {
 		return store.PartInfo{}, err
 	}
-	if opts, err = enginekit.PartPutOptions(u, opts); err != nil {
+	if opts, err = protocol.PartPutOptions(u, opts); err != nil {
 		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
 	}
 	pi := store.PartInfo{Number: partNumber}
@@ -223,7 +223,7 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		if err != nil {
 			return err
 		}
-		ck, err := enginekit.CompleteChecksum(u, parts, chosen, opts)
+		ck, err := protocol.CompleteChecksum(u, parts, chosen, opts)
 		if err != nil {
 			return err
 		}
@@ -265,9 +265,9 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	return info, nil
 }
 
-// repeatedComplete is enginekit.RepeatedComplete in this engine's dialect.
+// repeatedComplete is protocol.RepeatedComplete in this engine's dialect.
 func repeatedComplete(ctx context.Context, tx *sql.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	return enginekit.RepeatedComplete(uploadID, parts, opts,
+	return protocol.RepeatedComplete(uploadID, parts, opts,
 		func() (store.ObjectInfo, error) {
 			r, err := resolveObject(ctx, tx, bucket, key)
 			if err != nil {
@@ -395,7 +395,7 @@ func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p stor
 			return err
 		}
 		var err error
-		res, err = enginekit.ListUploads(p, func(c *enginekit.ListCursor, tail *enginekit.UploadMarker, limit int) ([]store.Upload, error) {
+		res, err = protocol.ListUploads(p, func(c *protocol.ListCursor, tail *protocol.UploadMarker, limit int) ([]store.Upload, error) {
 			cond, args := where(c, "key")
 			if tail != nil {
 				cond = `((` + cond + `) OR (key = ? AND (initiated, upload_id) >

@@ -7,7 +7,7 @@ import (
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // Content pins of the embedded engine are a fleet.LocalPins: in-process,
@@ -34,8 +34,8 @@ func (e *Engine) Pins() *fleet.LocalPins { return e.pins }
 
 // pinning is how this engine's streams pin and re-check blobs; a full pin
 // table is store.ErrSlowDown.
-func (e *Engine) pinning() enginekit.Pinning {
-	return enginekit.Pinning{
+func (e *Engine) pinning() protocol.Pinning {
+	return protocol.Pinning{
 		Acquire: func(ctx context.Context, id int64) (fleet.Pin, error) {
 			p, err := e.pins.Acquire(ctx, id)
 			if errors.Is(err, fleet.ErrTooManyPins) {
@@ -52,6 +52,6 @@ func (e *Engine) pinning() enginekit.Pinning {
 // newPacedReader wraps a stream for a response: paced by the governor (if
 // any), which also checks the stream's pin; Close releases it once. Local pins
 // are never lost, so without a governor the stream is not checked.
-func (e *Engine) newPacedReader(ctx context.Context, src *enginekit.PinnedSegments[segment]) store.Reader {
-	return enginekit.GuardedStream(ctx, src, e.gov, enginekit.GuardWithGovernor)
+func (e *Engine) newPacedReader(ctx context.Context, src *protocol.PinnedSegments[segment]) store.Reader {
+	return protocol.GuardedStream(ctx, src, e.gov, protocol.GuardWithGovernor)
 }

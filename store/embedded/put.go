@@ -15,8 +15,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // cleanupTimeout bounds the removal of a published file after a failed
@@ -251,7 +251,7 @@ func writeObject(ctx context.Context, tx *sql.Tx, o objectRow, opts store.PutOpt
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, fmt.Errorf("read current object: %w", mapErr(err))
 	}
-	if err := enginekit.CheckWriteConditions(opts, exists, curETag); err != nil {
+	if err := protocol.CheckWriteConditions(opts, exists, curETag); err != nil {
 		return time.Time{}, err
 	}
 	if curParts > 0 {

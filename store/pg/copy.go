@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // CopyObject implements store.ObjectStore as a metadata operation: the new row
@@ -36,14 +36,14 @@ func (e *Engine) CopyObject(ctx context.Context, src store.CopySource, dstBucket
 		if err != nil {
 			return err
 		}
-		if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
+		if err := protocol.CopySourceConditions(src.Cond, r.info); err != nil {
 			return err
 		}
 		if opts.SourceETag != "" && r.info.ETag != opts.SourceETag {
 			return store.ErrCopySourceChanged
 		}
 		if same && !opts.ReplaceMeta && opts.Checksum == nil {
-			return enginekit.ErrCopyToItself
+			return protocol.ErrCopyToItself
 		}
 		out = r.info
 		out.Bucket, out.Key = dstBucket, dstKey

@@ -12,7 +12,7 @@ import (
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 	"github.com/s3gate/s3gate/throttle"
 )
 
@@ -194,21 +194,21 @@ func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.Get
 func (e *Engine) openStream(ctx context.Context, r *resolved, start, n int64, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
 	segs := e.spanSegments(r, start, n)
 	var first fleet.Pin
-	firstID, needs := enginekit.FirstPinned(segs, e.segBlob)
+	firstID, needs := protocol.FirstPinned(segs, e.segBlob)
 	if needs {
 		var err error
 		// The headers go out before the first read: a pin lost by now must
 		// be a 503, not a truncated 200.
 		first, err = e.pinning().PinFirst(ctx, firstID)
-		if errors.Is(err, enginekit.ErrVanished) {
+		if errors.Is(err, protocol.ErrVanished) {
 			return nil, true, nil
 		}
 		if err != nil {
 			return nil, false, err
 		}
 	}
-	stream := enginekit.NewPinnedSegments(ctx, "pg", segs, e.segBlob, e.openSegment, e.pinning(), first, firstID)
-	return enginekit.GuardedStream(ctx, stream, gov, enginekit.GuardAlways), false, nil
+	stream := protocol.NewPinnedSegments(ctx, "pg", segs, e.segBlob, e.openSegment, e.pinning(), first, firstID)
+	return protocol.GuardedStream(ctx, stream, gov, protocol.GuardAlways), false, nil
 }
 
 // segBlob says which blob a segment streams and whether it needs a pin:
@@ -219,8 +219,8 @@ func (e *Engine) segBlob(s segment) (int64, bool) {
 }
 
 // pinning is how this engine's streams pin and re-check blobs.
-func (e *Engine) pinning() enginekit.Pinning {
-	return enginekit.Pinning{
+func (e *Engine) pinning() protocol.Pinning {
+	return protocol.Pinning{
 		Acquire: func(ctx context.Context, id int64) (fleet.Pin, error) {
 			p, err := e.pins.Acquire(ctx, id)
 			if err != nil {
@@ -239,7 +239,7 @@ func (e *Engine) pinning() enginekit.Pinning {
 // the first blob that a stream would pin, checks the pin and releases it. One
 // pin proves the pin session valid without taking a lock per part.
 func (e *Engine) checkProtection(ctx context.Context, segs []segment) error {
-	id, ok := enginekit.FirstPinned(segs, e.segBlob)
+	id, ok := protocol.FirstPinned(segs, e.segBlob)
 	if !ok {
 		return nil
 	}
@@ -274,24 +274,24 @@ func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
 }
 
 // pinSet is the pins of one response.
-type pinSet = enginekit.PinSet
+type pinSet = protocol.PinSet
 
 // guardedReader wraps the content reader of a response: paced by the governor
 // (if any) and guarded by the pins (if any), which can be lost; Close releases
 // the pins once.
 func (e *Engine) guardedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
-	return enginekit.GuardedReader(ctx, src, pins, e.gov, enginekit.GuardAlways)
+	return protocol.GuardedReader(ctx, src, pins, e.gov, protocol.GuardAlways)
 }
 
 // selectRange resolves partNumber and Range against the object.
 func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
-	return enginekit.SelectRange(r.info.Size, r.parts != nil, func(n int) (enginekit.Part, bool) {
+	return protocol.SelectRange(r.info.Size, r.parts != nil, func(n int) (protocol.Part, bool) {
 		for _, p := range r.parts {
 			if p.Number == n {
-				return enginekit.Part{Number: n, Start: p.Start, Size: p.Size}, true
+				return protocol.Part{Number: n, Start: p.Start, Size: p.Size}, true
 			}
 		}
-		return enginekit.Part{}, false
+		return protocol.Part{}, false
 	}, opts)
 }
 
@@ -307,7 +307,7 @@ func (e *Engine) spanSegments(r *resolved, start, n int64) []segment {
 	}
 	var segs []segment
 	for _, p := range r.parts {
-		if off, cnt, ok := enginekit.Overlap(start, n, p.Start, p.Size); ok {
+		if off, cnt, ok := protocol.Overlap(start, n, p.Start, p.Size); ok {
 			segs = append(segs, segment{blob: p.Blob, off: off, n: cnt})
 		}
 	}
@@ -329,7 +329,7 @@ func (e *Engine) openBlob(ctx context.Context, b blobLoc, off, n int64) (io.Read
 			// row has exactly these bytes, or is gone).
 			err := e.pool.QueryRow(ctx, `SELECT inline_data FROM blobs WHERE id = $1`, b.ID).Scan(&b.Inline)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, b.ID, enginekit.ErrVanished)
+				return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, b.ID, protocol.ErrVanished)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("read inline blob %d: %w", b.ID, mapErr(err))

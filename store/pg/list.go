@@ -8,12 +8,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // where returns the SQL condition of the cursor's range on col and its
 // arguments, numbered from n.
-func where(c *enginekit.ListCursor, col string, n int) (string, []any) {
+func where(c *protocol.ListCursor, col string, n int) (string, []any) {
 	op := ">"
 	if c.Range.Inclusive {
 		op = ">="
@@ -33,7 +33,7 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 	if err := e.bucketExists(ctx, e.pool, bucket); err != nil {
 		return store.ListResult{}, fmt.Errorf("list %s: %w", bucket, err)
 	}
-	res, err := enginekit.ListObjects(p, func(c *enginekit.ListCursor, limit int) ([]store.ObjectInfo, error) {
+	res, err := protocol.ListObjects(p, func(c *protocol.ListCursor, limit int) ([]store.ObjectInfo, error) {
 		cond, args := where(c, "key", 2)
 		rows, err := e.pool.Query(ctx, `SELECT key, size, etag, last_modified, checksum FROM objects
 			WHERE bucket = $1 AND `+cond+` ORDER BY key LIMIT `+fmt.Sprint(limit), append([]any{bucket}, args...)...)

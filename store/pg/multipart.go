@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // CreateMultipartUpload implements store.ObjectStore.
@@ -80,7 +80,7 @@ func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, p
 	if err != nil {
 		return store.PartInfo{}, err
 	}
-	if opts, err = enginekit.PartPutOptions(u, opts); err != nil {
+	if opts, err = protocol.PartPutOptions(u, opts); err != nil {
 		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
 	}
 	pi := store.PartInfo{Number: partNumber}
@@ -167,7 +167,7 @@ func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u stor
 		if err != nil {
 			return err
 		}
-		if err := enginekit.CopySourceConditions(src.Cond, r.info); err != nil {
+		if err := protocol.CopySourceConditions(src.Cond, r.info); err != nil {
 			return err
 		}
 		if rg := src.Range; rg != nil && (rg.Start >= r.info.Size || rg.End >= r.info.Size) {
@@ -248,7 +248,7 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 		if err != nil {
 			return err
 		}
-		ck, err := enginekit.CompleteChecksum(u, parts, chosen, opts)
+		ck, err := protocol.CompleteChecksum(u, parts, chosen, opts)
 		if err != nil {
 			return err
 		}
@@ -289,9 +289,9 @@ func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploa
 	return info, nil
 }
 
-// repeatedComplete is enginekit.RepeatedComplete in this engine's dialect.
+// repeatedComplete is protocol.RepeatedComplete in this engine's dialect.
 func (e *Engine) repeatedComplete(ctx context.Context, tx pgx.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	return enginekit.RepeatedComplete(uploadID, parts, opts,
+	return protocol.RepeatedComplete(uploadID, parts, opts,
 		func() (store.ObjectInfo, error) {
 			r, err := resolveObject(ctx, tx, bucket, key, false, false)
 			if err != nil {
@@ -376,7 +376,7 @@ func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p stor
 	if err := e.bucketExists(ctx, e.pool, bucket); err != nil {
 		return store.ListUploadsResult{}, fmt.Errorf("list uploads in %s: %w", bucket, err)
 	}
-	res, err := enginekit.ListUploads(p, func(c *enginekit.ListCursor, tail *enginekit.UploadMarker, limit int) ([]store.Upload, error) {
+	res, err := protocol.ListUploads(p, func(c *protocol.ListCursor, tail *protocol.UploadMarker, limit int) ([]store.Upload, error) {
 		cond, args := where(c, "key", 2)
 		if tail != nil {
 			cond = fmt.Sprintf(`((%s) OR (key = $%d AND (initiated, upload_id) >

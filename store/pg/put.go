@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/enginekit"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // blobRef is what a staged put published inside the joint transaction.
@@ -307,7 +307,7 @@ func writeObject(ctx context.Context, tx pgx.Tx, o objectRow, opts store.PutOpti
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, fmt.Errorf("read current object: %w", mapErr(err))
 	}
-	if err := enginekit.CheckWriteConditions(opts, exists, curETag); err != nil {
+	if err := protocol.CheckWriteConditions(opts, exists, curETag); err != nil {
 		return time.Time{}, err
 	}
 	if curParts > 0 {

@@ -1,4 +1,4 @@
-package enginekit
+package protocol
 
 import (
 	"context"
