@@ -9,14 +9,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/protocol"
 )
-
-// pinRetries bounds how often GetObject resolves again when a blob it pinned
-// vanished between resolution and pin (an overwrite and a sweep in between).
-const pinRetries = 3
 
 // partRow is one manifest entry of a multipart object.
 type partRow struct {
@@ -153,90 +148,117 @@ func missErr(ctx context.Context, q querier, bucket string) error {
 	return store.ErrNoSuchKey
 }
 
-// GetObject implements store.ObjectStore. Metadata, conditions, range and
-// inline content come from one read snapshot; file-backed blobs are then
-// pinned and re-checked (see pins.go) before the reader is returned, which the
-// governor (if any) paces. HEAD opens and pins nothing: local pins are never
-// lost, so there is no protection to check for HEAD, 304 or 416 answers.
+// pinRetries bounds the resolutions of a copy source (see
+// protocol.ResolveAttempts).
+const pinRetries = protocol.ResolveAttempts
+
+// GetObject implements store.ObjectStore through the protocol's GET.
 func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
-	for attempt := 1; ; attempt++ {
-		var (
-			r       *resolved
-			rng     *store.ByteRange
-			segs    []segment
-			condErr error
-		)
-		err := e.withRead(ctx, func(tx *sql.Tx) error {
-			var err error
-			r, err = resolveObject(ctx, tx, bucket, key)
-			if errors.Is(err, store.ErrNoSuchKey) {
-				return missErr(ctx, tx, bucket)
-			}
-			if err != nil {
-				return err
-			}
-			if condErr = store.EvalConditions(opts.Cond, r.info.ETag, r.info.LastModified); condErr != nil {
-				return nil
-			}
-			if rng, condErr = selectRange(r, opts); condErr != nil || head {
-				return nil
-			}
-			start, n := int64(0), r.info.Size
-			if rng != nil {
-				start, n = rng.Start, rng.End-rng.Start+1
-			}
-			segs = r.segments(start, n)
-			if r.single == nil {
-				return nil // inline parts are read when the stream reaches them
-			}
-			return loadInline(ctx, tx, segs)
-		})
-		if err != nil {
-			return store.ObjectInfo{}, nil, nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
-		}
-		if condErr != nil {
-			return r.info, nil, nil, condErr
-		}
-		if head {
-			return r.info, rng, nil, nil
-		}
-		rd, ok, err := e.openSegments(ctx, segs)
-		if err != nil {
-			return r.info, nil, nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
-		}
-		if ok {
-			return r.info, rng, rd, nil
-		}
-		if attempt == pinRetries {
-			return r.info, nil, nil, fmt.Errorf("get %s/%s: %w: its content kept changing while it was opened", bucket, key, store.ErrUnavailable)
-		}
-	}
+	return e.reads().Get(ctx, bucket, key, opts, head)
 }
 
-// openSegments returns the stream of segs: the first file-backed blob is
-// pinned and re-checked now, each later one when the stream reaches it (one
-// pin per stream however many parts it spans). ok=false means the first blob
-// vanished: resolve again.
+// reads is this engine's GET protocol: its pins are in process and never
+// lost (see pins.go).
+func (e *Engine) reads() *protocol.Reads {
+	return &protocol.Reads{Engine: "embedded", Dialect: readDialect{e}, Pin: e.pin, Gov: e.gov}
+}
+
+// openSegments returns the stream of segs resolved in a caller's snapshot
+// (see protocol.Reads.OpenSegments); ok=false means the first blob vanished:
+// resolve again.
 func (e *Engine) openSegments(ctx context.Context, segs []segment) (store.Reader, bool, error) {
-	var first fleet.Pin
-	firstID, needs := protocol.FirstPinned(segs, segBlob)
-	if needs {
-		var err error
-		first, err = e.pinning().PinFirst(ctx, firstID)
-		if errors.Is(err, protocol.ErrVanished) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
+	ps := make([]protocol.Segment, len(segs))
+	for i, s := range segs {
+		ps[i] = protocol.Segment{Blob: s.row.loc(), Off: s.off, N: s.n}
 	}
-	stream := protocol.NewPinnedSegments(ctx, "embedded", segs, segBlob, e.openSegment, e.pinning(), first, firstID)
-	return e.newPacedReader(ctx, stream), true, nil
+	rd, vanished, err := e.reads().OpenSegments(ctx, ps, nil)
+	return rd, !vanished, err
 }
 
-// segBlob says which blob a segment streams and whether it needs a pin
-// (inline content is read from the blob row itself: exact bytes or no row).
-func segBlob(s segment) (int64, bool) { return s.row.blobID, s.row.tier != store.TierInline }
+// loc is the protocol's view of a blob a row references.
+func (p *partRow) loc() protocol.BlobLoc {
+	return protocol.BlobLoc{ID: p.blobID, Tier: p.tier, Size: p.size, Inline: p.inline}
+}
+
+// proto is the protocol's view of a resolved object.
+func (r *resolved) proto() *protocol.Resolved {
+	p := &protocol.Resolved{Info: r.info}
+	if r.single != nil {
+		b := r.single.loc()
+		b.Size = r.info.Size
+		p.Blob = &b
+		return p
+	}
+	p.Parts = make([]protocol.PartLoc, len(r.parts))
+	for i := range r.parts {
+		pr := &r.parts[i]
+		p.Parts[i] = protocol.PartLoc{Number: pr.number, Start: pr.start, Size: pr.size, Blob: pr.loc()}
+	}
+	return p
+}
+
+// readDialect is the engine's statements for the GET protocol.
+type readDialect struct{ e *Engine }
+
+// Resolve reads object and manifest, and the inline content of a
+// single-blob object, in one read snapshot.
+func (d readDialect) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
+	var r *resolved
+	err := d.e.withRead(ctx, func(tx *sql.Tx) error {
+		var err error
+		if r, err = resolveObject(ctx, tx, bucket, key); err != nil {
+			return err
+		}
+		if !withInline || r.single == nil {
+			return nil // inline parts are read when the stream reaches them
+		}
+		return loadInline(ctx, tx, r.segments(0, r.info.Size))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.proto(), nil
+}
+
+func (d readDialect) BucketExists(ctx context.Context, bucket string) error {
+	return bucketExists(ctx, d.e.rdb, bucket)
+}
+
+func (d readDialect) BlobExists(ctx context.Context, id int64) (bool, error) {
+	return d.e.blobsExist(ctx, []int64{id})
+}
+
+// OpenBlob opens one blob span: inline bytes loaded with the metadata (or
+// read now from the row), or the blob's file.
+func (d readDialect) OpenBlob(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
+	switch b.Tier {
+	case store.TierInline:
+		data := b.Inline
+		if data == nil {
+			// A part's inline bytes, read only now (a fresh statement) so that
+			// a manifest of many inline parts is never held in memory at once.
+			row := &partRow{blobID: b.ID, tier: b.Tier, size: b.Size}
+			if err := loadInline(ctx, d.e.rdb, []segment{{row: row}}); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, b.ID, protocol.ErrVanished)
+				}
+				return nil, err
+			}
+			data = row.inline
+		}
+		if off+n > int64(len(data)) {
+			return nil, fmt.Errorf("inline blob %d: span %d+%d beyond %d bytes", b.ID, off, n, len(data))
+		}
+		return io.NopCloser(bytes.NewReader(data[off : off+n])), nil
+	case store.TierLocal:
+		rc, err := d.e.media.Open(ctx, b.ID, off, n)
+		if err != nil {
+			return nil, fmt.Errorf("open blob %d: %w", b.ID, err)
+		}
+		return rc, nil
+	}
+	return nil, fmt.Errorf("blob %d: unknown tier %q", b.ID, b.Tier)
+}
 
 // blobsExist reports whether every blob row of ids exists, with a fresh
 // statement (not the resolving snapshot).
@@ -253,53 +275,8 @@ func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
 	return n == len(ids), nil
 }
 
-// selectRange resolves partNumber and Range against the object (the same
-// rules as store/pg).
-func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
-	return protocol.SelectRange(r.info.Size, r.parts != nil, func(n int) (protocol.Part, bool) {
-		for _, p := range r.parts {
-			if p.number == n {
-				return protocol.Part{Number: n, Start: p.start, Size: p.size}, true
-			}
-		}
-		return protocol.Part{}, false
-	}, opts)
-}
-
 // segment is a span of one blob.
 type segment struct {
 	row    *partRow
 	off, n int64
-}
-
-// openSegment opens one blob span: inline bytes loaded with the metadata, or
-// the blob's file.
-func (e *Engine) openSegment(ctx context.Context, s segment) (io.ReadCloser, error) {
-	switch s.row.tier {
-	case store.TierInline:
-		data := s.row.inline
-		if data == nil {
-			// A part's inline bytes, read only now (a fresh statement) so that
-			// a manifest of many inline parts is never held in memory at once.
-			one := []segment{{row: &partRow{blobID: s.row.blobID, tier: s.row.tier, size: s.row.size}}}
-			if err := loadInline(ctx, e.rdb, one); err != nil {
-				if errors.Is(err, sql.ErrNoRows) {
-					return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, s.row.blobID, protocol.ErrVanished)
-				}
-				return nil, err
-			}
-			data = one[0].row.inline
-		}
-		if s.off+s.n > int64(len(data)) {
-			return nil, fmt.Errorf("inline blob %d: span %d+%d beyond %d bytes", s.row.blobID, s.off, s.n, len(data))
-		}
-		return io.NopCloser(bytes.NewReader(data[s.off : s.off+s.n])), nil
-	case store.TierLocal:
-		rc, err := e.media.Open(ctx, s.row.blobID, s.off, s.n)
-		if err != nil {
-			return nil, fmt.Errorf("open blob %d: %w", s.row.blobID, err)
-		}
-		return rc, nil
-	}
-	return nil, fmt.Errorf("blob %d: unknown tier %q", s.row.blobID, s.row.tier)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // Content pins of the embedded engine are a fleet.LocalPins: in-process,
@@ -32,26 +31,11 @@ func (e *Engine) PinCount() int { return int(e.pins.Metrics().PinsHeld.Load()) }
 // Pins returns the engine's pins, for a sweeper's TryExclusive and metrics.
 func (e *Engine) Pins() *fleet.LocalPins { return e.pins }
 
-// pinning is how this engine's streams pin and re-check blobs; a full pin
-// table is store.ErrSlowDown.
-func (e *Engine) pinning() protocol.Pinning {
-	return protocol.Pinning{
-		Acquire: func(ctx context.Context, id int64) (fleet.Pin, error) {
-			p, err := e.pins.Acquire(ctx, id)
-			if errors.Is(err, fleet.ErrTooManyPins) {
-				return nil, fmt.Errorf("%w: %w", store.ErrSlowDown, err)
-			}
-			return p, err
-		},
-		Exists: func(ctx context.Context, id int64) (bool, error) {
-			return e.blobsExist(ctx, []int64{id})
-		},
+// pin pins a blob for a stream; a full pin table is store.ErrSlowDown.
+func (e *Engine) pin(ctx context.Context, id int64) (fleet.Pin, error) {
+	p, err := e.pins.Acquire(ctx, id)
+	if errors.Is(err, fleet.ErrTooManyPins) {
+		return nil, fmt.Errorf("%w: %w", store.ErrSlowDown, err)
 	}
-}
-
-// newPacedReader wraps a stream for a response: paced by the governor (if
-// any), which also checks the stream's pin; Close releases it once. Local pins
-// are never lost, so without a governor the stream is not checked.
-func (e *Engine) newPacedReader(ctx context.Context, src *protocol.PinnedSegments[segment]) store.Reader {
-	return protocol.GuardedStream(ctx, src, e.gov, protocol.GuardWithGovernor)
+	return p, err
 }

@@ -108,147 +108,83 @@ func resolveObject(ctx context.Context, q interface {
 	return &r, nil
 }
 
-// bucketMissing distinguishes NoSuchBucket from NoSuchKey after a miss.
-func (e *Engine) missErr(ctx context.Context, bucket string) error {
-	if err := e.bucketExists(ctx, e.pool, bucket); err != nil {
-		return err
+// proto is the protocol's view of a resolved object.
+func (r *resolved) proto() *protocol.Resolved {
+	p := &protocol.Resolved{Info: r.info}
+	if r.blob != nil {
+		b := r.blob.proto()
+		b.Size = r.info.Size
+		p.Blob = &b
+		return p
 	}
-	return store.ErrNoSuchKey
+	p.Parts = make([]protocol.PartLoc, len(r.parts))
+	for i, pr := range r.parts {
+		p.Parts[i] = protocol.PartLoc{Number: pr.Number, Start: pr.Start, Size: pr.Size, Blob: pr.Blob.proto()}
+		p.Parts[i].Blob.Size = pr.Size
+	}
+	return p
 }
 
-// pinAttempts bounds how often GetObject resolves an object whose blob
-// vanished between resolution and pin (an overwrite or delete followed by a GC
-// sweep in that gap: GC's grace period makes even one retry rare).
-const pinAttempts = 2
+func (b blobLoc) proto() protocol.BlobLoc {
+	l := protocol.BlobLoc{ID: b.ID, Tier: b.Tier, Inline: b.Inline}
+	if b.LOOID != nil {
+		l.Ref = int64(*b.LOOID)
+	}
+	return l
+}
 
-// GetObject implements store.ObjectStore. It follows the GET contract of
-// package fleet: resolve the metadata in one snapshot (inline bytes with it,
-// needing no pin), then pin the first blob the response will stream, re-check
-// in a fresh statement that its row still exists and check the pin before
-// answering. HEAD, 304/412 and 416 answers are checked too: they hold a pin
-// only for the check. Later blobs (the parts of a multipart object) are pinned
-// and re-checked one at a time as the stream reaches them, so a stream holds
-// one pin however many parts it spans. The returned reader is paced by the
-// governor and guarded by the pin it holds (before the first read, every
-// quantum and at EOF); Close releases it.
+// pinAttempts bounds the resolutions of a copy source (see
+// protocol.ResolveAttempts).
+const pinAttempts = protocol.ResolveAttempts
+
+// GetObject implements store.ObjectStore through the protocol's GET.
 func (e *Engine) GetObject(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
-	for attempt := 1; ; attempt++ {
-		info, rng, rd, vanished, err := e.getOnce(ctx, bucket, key, opts, head)
-		if !vanished {
-			return info, rng, rd, err
-		}
-		if attempt == pinAttempts {
-			return info, nil, nil, fmt.Errorf("get %s/%s: %w: its content was reclaimed %d times while it was opened",
-				bucket, key, store.ErrUnavailable, attempt)
-		}
-	}
+	return e.reads().Get(ctx, bucket, key, opts, head)
 }
 
-// getOnce is one resolution of GetObject. vanished reports that the first
-// pinned blob no longer exists: the object changed since the snapshot,
-// resolve again.
-func (e *Engine) getOnce(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (
-	info store.ObjectInfo, rng *store.ByteRange, rd store.Reader, vanished bool, err error) {
-	r, err := resolveObject(ctx, e.pool, bucket, key, !head, false)
-	if errors.Is(err, store.ErrNoSuchKey) {
-		err = e.missErr(ctx, bucket)
-	}
-	if err != nil {
-		return store.ObjectInfo{}, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
-	}
-	if cerr := store.EvalConditions(opts.Cond, r.info.ETag, r.info.LastModified); cerr != nil {
-		if err := e.checkProtection(ctx, e.spanSegments(r, 0, r.info.Size)); err != nil {
-			return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, err)
-		}
-		return r.info, nil, nil, false, cerr
-	}
-	rng, err = selectRange(r, opts)
-	if err != nil {
-		if errors.Is(err, store.ErrInvalidRange) {
-			if perr := e.checkProtection(ctx, e.spanSegments(r, 0, r.info.Size)); perr != nil {
-				return r.info, nil, nil, false, fmt.Errorf("get %s/%s: %w", bucket, key, perr)
-			}
-		}
-		return r.info, nil, nil, false, err
-	}
-	start, n := int64(0), r.info.Size
-	if rng != nil {
-		start, n = rng.Start, rng.End-rng.Start+1
-	}
-	if head {
-		if err := e.checkProtection(ctx, e.spanSegments(r, start, n)); err != nil {
-			return r.info, nil, nil, false, fmt.Errorf("head %s/%s: %w", bucket, key, err)
-		}
-		return r.info, rng, nil, false, nil
-	}
-	rd, vanished, err = e.openStream(ctx, r, start, n, e.gov)
-	if err != nil || vanished {
-		return r.info, nil, nil, vanished, err
-	}
-	return r.info, rng, rd, false, nil
-}
-
-// openStream returns the guarded reader of n bytes from start of a resolved
-// object, its first streamed blob pinned and re-checked (vanished: that blob
-// is gone, resolve again). gov paces it if not nil.
-func (e *Engine) openStream(ctx context.Context, r *resolved, start, n int64, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
-	segs := e.spanSegments(r, start, n)
-	var first fleet.Pin
-	firstID, needs := protocol.FirstPinned(segs, e.segBlob)
-	if needs {
-		var err error
-		// The headers go out before the first read: a pin lost by now must
-		// be a 503, not a truncated 200.
-		first, err = e.pinning().PinFirst(ctx, firstID)
-		if errors.Is(err, protocol.ErrVanished) {
-			return nil, true, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-	}
-	stream := protocol.NewPinnedSegments(ctx, "pg", segs, e.segBlob, e.openSegment, e.pinning(), first, firstID)
-	return protocol.GuardedStream(ctx, stream, gov, protocol.GuardAlways), false, nil
-}
-
-// segBlob says which blob a segment streams and whether it needs a pin:
-// inline content is read in one statement from the blob row itself (exact
-// bytes or no row), so only content outside the row is pinned.
-func (e *Engine) segBlob(s segment) (int64, bool) {
-	return s.blob.ID, e.pins != nil && s.blob.Tier != store.TierInline
-}
-
-// pinning is how this engine's streams pin and re-check blobs.
-func (e *Engine) pinning() protocol.Pinning {
-	return protocol.Pinning{
-		Acquire: func(ctx context.Context, id int64) (fleet.Pin, error) {
+// reads is this engine's GET protocol: its pins are a pin session's
+// advisory locks, which can be lost.
+func (e *Engine) reads() *protocol.Reads {
+	g := &protocol.Reads{Engine: "pg", Dialect: readDialect{e}, PinsLosable: true, Gov: e.gov}
+	if e.pins != nil {
+		g.Pin = func(ctx context.Context, id int64) (fleet.Pin, error) {
 			p, err := e.pins.Acquire(ctx, id)
 			if err != nil {
 				return nil, mapPinErr(err)
 			}
 			return p, nil
-		},
-		Exists: func(ctx context.Context, id int64) (bool, error) {
-			return e.blobsExist(ctx, []int64{id})
-		},
+		}
 	}
+	return g
 }
 
-// checkProtection proves, for an answer that streams no content (HEAD, 304,
-// 412, 416), that the content it describes could be protected now: it pins
-// the first blob that a stream would pin, checks the pin and releases it. One
-// pin proves the pin session valid without taking a lock per part.
-func (e *Engine) checkProtection(ctx context.Context, segs []segment) error {
-	id, ok := protocol.FirstPinned(segs, e.segBlob)
-	if !ok {
-		return nil
-	}
-	p, err := e.pinning().Acquire(ctx, id)
+// openStream returns the guarded reader of n bytes from start of a resolved
+// object (see protocol.Reads.Open).
+func (e *Engine) openStream(ctx context.Context, r *resolved, start, n int64, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
+	return e.reads().Open(ctx, r.proto(), start, n, gov)
+}
+
+// readDialect is the engine's statements for the GET protocol.
+type readDialect struct{ e *Engine }
+
+func (d readDialect) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
+	r, err := resolveObject(ctx, d.e.pool, bucket, key, withInline, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer p.Release()
-	return pinSet{p}.Check()
+	return r.proto(), nil
+}
+
+func (d readDialect) BucketExists(ctx context.Context, bucket string) error {
+	return d.e.bucketExists(ctx, d.e.pool, bucket)
+}
+
+func (d readDialect) BlobExists(ctx context.Context, id int64) (bool, error) {
+	return d.e.blobsExist(ctx, []int64{id})
+}
+
+func (d readDialect) OpenBlob(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
+	return d.e.openBlob(ctx, b, off, n)
 }
 
 // mapPinErr wraps a pin error with the store sentinel that s3api answers.
@@ -273,54 +209,8 @@ func (e *Engine) blobsExist(ctx context.Context, ids []int64) (bool, error) {
 	return n == len(ids), nil
 }
 
-// pinSet is the pins of one response.
-type pinSet = protocol.PinSet
-
-// guardedReader wraps the content reader of a response: paced by the governor
-// (if any) and guarded by the pins (if any), which can be lost; Close releases
-// the pins once.
-func (e *Engine) guardedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
-	return protocol.GuardedReader(ctx, src, pins, e.gov, protocol.GuardAlways)
-}
-
-// selectRange resolves partNumber and Range against the object.
-func selectRange(r *resolved, opts store.GetOptions) (*store.ByteRange, error) {
-	return protocol.SelectRange(r.info.Size, r.parts != nil, func(n int) (protocol.Part, bool) {
-		for _, p := range r.parts {
-			if p.Number == n {
-				return protocol.Part{Number: n, Start: p.Start, Size: p.Size}, true
-			}
-		}
-		return protocol.Part{}, false
-	}, opts)
-}
-
-// spanSegments lists the blob spans that make up n bytes from start of a
-// resolved object, in order. Nothing is opened: parts and large content are
-// opened lazily, one at a time, as the stream reaches them.
-func (e *Engine) spanSegments(r *resolved, start, n int64) []segment {
-	if r.blob != nil {
-		if n == 0 {
-			return nil
-		}
-		return []segment{{blob: *r.blob, off: start, n: n}}
-	}
-	var segs []segment
-	for _, p := range r.parts {
-		if off, cnt, ok := protocol.Overlap(start, n, p.Start, p.Size); ok {
-			segs = append(segs, segment{blob: p.Blob, off: off, n: cnt})
-		}
-	}
-	return segs
-}
-
-// openSegment opens one blob span.
-func (e *Engine) openSegment(ctx context.Context, s segment) (io.ReadCloser, error) {
-	return e.openBlob(ctx, s.blob, s.off, s.n)
-}
-
 // openBlob opens n bytes at off of one blob.
-func (e *Engine) openBlob(ctx context.Context, b blobLoc, off, n int64) (io.ReadCloser, error) {
+func (e *Engine) openBlob(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
 	switch b.Tier {
 	case store.TierInline:
 		if b.Inline == nil {
@@ -346,17 +236,7 @@ func (e *Engine) openBlob(ctx context.Context, b blobLoc, off, n int64) (io.Read
 		return e.media.Open(ctx, b.ID, off, n)
 	case store.TierPGLO, store.TierPGChunks:
 		ce := contentFor(b.Tier)
-		var ref int64
-		if b.LOOID != nil {
-			ref = int64(*b.LOOID)
-		}
-		return ce.Open(ctx, e.pool, b.ID, ref, off, n)
+		return ce.Open(ctx, e.pool, b.ID, b.Ref, off, n)
 	}
 	return nil, fmt.Errorf("blob %d: unknown tier %q", b.ID, b.Tier)
-}
-
-// segment is a span of one blob.
-type segment struct {
-	blob   blobLoc
-	off, n int64
 }

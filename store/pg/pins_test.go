@@ -17,6 +17,7 @@ import (
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/protocol"
 	"github.com/s3gate/s3gate/throttle"
 )
 
@@ -823,4 +824,13 @@ func TestUploadPartCopyPinsSource(t *testing.T) {
 			})
 		}
 	}
+}
+
+// pinSet is the pins of one response.
+type pinSet = protocol.PinSet
+
+// guardedReader wraps src as the engine's streams are wrapped: paced by the
+// governor (if any) and guarded by pins, which can be lost.
+func (e *Engine) guardedReader(ctx context.Context, src io.ReadCloser, pins pinSet) store.Reader {
+	return protocol.GuardedReader(ctx, src, pins, e.gov, protocol.GuardAlways)
 }
