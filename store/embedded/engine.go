@@ -34,6 +34,7 @@ import (
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/protocol"
 	"github.com/s3gate/s3gate/throttle"
 )
 
@@ -74,6 +75,7 @@ type Engine struct {
 	locks     *lockTable
 	pins      *fleet.LocalPins
 	gov       *throttle.BandwidthGovernor // nil: unpaced
+	proto     *protocol.Store             // the write protocol over this engine's dialect
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -112,6 +114,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.region == "" {
 		e.region = "us-east-1"
 	}
+	// SQLite hands the id of a rolled-back blob row out again: a file found
+	// at a new row's id is the orphan of that rollback.
+	e.proto = &protocol.Store{Dialect: dialect{e}, Content: media.Content(true), InlineMax: e.inlineMax}
 
 	path := filepath.Join(dir, MetaFile)
 	if err := privateDB(path); err != nil {
@@ -232,7 +237,7 @@ func (e *Engine) withWrite(ctx context.Context, fn func(tx *sql.Tx) error) (err 
 	// writer connection never goes back to its pool mid-transaction.
 	committed = true
 	if err := tx.Commit(); err != nil {
-		return &commitError{err: fmt.Errorf("commit: %w", mapErr(err))}
+		return &protocol.CommitError{Err: fmt.Errorf("commit: %w", mapErr(err))}
 	}
 	return nil
 }
@@ -247,12 +252,6 @@ func (e *Engine) withRead(ctx context.Context, fn func(tx *sql.Tx) error) error 
 	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
 	return fn(tx)
 }
-
-// commitError marks a failed COMMIT, whose outcome may be unknown.
-type commitError struct{ err error }
-
-func (c *commitError) Error() string { return c.err.Error() }
-func (c *commitError) Unwrap() error { return c.err }
 
 // mapErr turns "database is busy/locked" into store.ErrUnavailable (503) and
 // leaves other errors as they are.

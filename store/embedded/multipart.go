@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,71 +37,14 @@ func (e *Engine) CreateMultipartUpload(ctx context.Context, bucket, key string, 
 	return u, nil
 }
 
-// loadUpload reads an upload and checks that it belongs to bucket/key.
+// loadUpload is protocol.LoadUpload on q (the reader pool or a transaction).
 func loadUpload(ctx context.Context, q querier, bucket, key, uploadID string) (store.Upload, error) {
-	u := store.Upload{UploadID: uploadID}
-	var meta string
-	var initiated int64
-	err := q.QueryRowContext(ctx, `SELECT bucket, key, meta, checksum_alg, checksum_type, initiated FROM uploads WHERE upload_id = ?`,
-		uploadID).Scan(&u.Bucket, &u.Key, &meta, &u.ChecksumAlgorithm, &u.ChecksumType, &initiated)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && (u.Bucket != bucket || u.Key != key)) {
-		return store.Upload{}, fmt.Errorf("upload %q of %s/%s: %w", uploadID, bucket, key, store.ErrNoSuchUpload)
-	}
-	if err != nil {
-		return store.Upload{}, fmt.Errorf("upload %q: %w", uploadID, mapErr(err))
-	}
-	u.Initiated = fromMicros(initiated)
-	if u.Meta, err = parseMeta(meta); err != nil {
-		return store.Upload{}, fmt.Errorf("upload %q: %w", uploadID, err)
-	}
-	return u, nil
+	return protocol.LoadUpload(ctx, txn{q: q}, bucket, key, uploadID, false)
 }
 
-// writePart records a part of an upload (the caller holds the upload's
-// lock), replacing an earlier part with the same number.
-func writePart(ctx context.Context, tx *sql.Tx, uploadID string, pi *store.PartInfo, blobID int64) error {
-	ck, err := checksumArg(pi.Checksum)
-	if err != nil {
-		return err
-	}
-	pi.LastModified = now()
-	_, err = tx.ExecContext(ctx, `INSERT INTO upload_parts (upload_id, part_number, blob_id, size, etag, checksum, last_modified)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (upload_id, part_number) DO UPDATE SET blob_id = excluded.blob_id, size = excluded.size,
-			etag = excluded.etag, checksum = excluded.checksum, last_modified = excluded.last_modified`,
-		uploadID, pi.Number, blobID, pi.Size, pi.ETag, ck, toMicros(pi.LastModified))
-	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
-		return store.ErrNoSuchUpload // completed or aborted meanwhile
-	}
-	if err != nil {
-		return fmt.Errorf("write part %d: %w", pi.Number, mapErr(err))
-	}
-	return nil
-}
-
-// UploadPart implements store.ObjectStore: a staged put whose blob is
-// referenced by an upload_parts row, written under the upload's lock. When the
-// upload has a checksum algorithm and the request names none, that algorithm
-// is computed for the part so that Complete can combine it.
+// UploadPart implements store.ObjectStore (protocol.Store.UploadPart).
 func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts store.PutOptions) (store.PartInfo, error) {
-	u, err := loadUpload(ctx, e.rdb, bucket, key, uploadID)
-	if err != nil {
-		return store.PartInfo{}, err
-	}
-	if opts, err = protocol.PartPutOptions(u, opts); err != nil {
-		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
-	}
-	pi := store.PartInfo{Number: partNumber}
-	_, err = e.stagedPut(ctx, body, opts, []uint64{uploadLockKey(uploadID)}, func(ctx context.Context, tx *sql.Tx, b blobRef) error {
-		pi.Size = b.digests.Size
-		pi.ETag = hex.EncodeToString(b.digests.MD5[:])
-		pi.Checksum = b.digests.Checksum
-		return writePart(ctx, tx, uploadID, &pi, b.id)
-	})
-	if err != nil {
-		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
-	}
-	return pi, nil
+	return e.proto.UploadPart(ctx, bucket, key, uploadID, partNumber, body, opts)
 }
 
 // UploadPartCopy implements store.ObjectStore. When the copied span is the
@@ -174,7 +116,7 @@ func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u stor
 			if u.ChecksumAlgorithm != "" || r.info.Checksum.Algorithm == store.AlgCRC64NVME { // the default a no-algorithm upload combines
 				pi.Checksum = store.Checksum{Algorithm: r.info.Checksum.Algorithm, Value: r.info.Checksum.Value}
 			}
-			return writePart(ctx, tx, u.UploadID, &pi, r.single.blobID)
+			return txn{q: tx}.PutPart(ctx, u.UploadID, &pi, r.single.blobID)
 		}
 		start, size := int64(0), r.info.Size
 		if src.Range != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/s3gate/s3gate/store/pg/content"
 	"github.com/s3gate/s3gate/store/pgchunks"
 	"github.com/s3gate/s3gate/store/pglo"
+	"github.com/s3gate/s3gate/store/protocol"
 	"github.com/s3gate/s3gate/throttle"
 )
 
@@ -95,6 +96,7 @@ type Engine struct {
 	pins      fleet.Pinner                // nil: no pinning
 	gov       *throttle.BandwidthGovernor // nil: unpaced
 	stager    *slotStager                 // staging writes, limited to a share of the pool
+	proto     *protocol.Store             // the write protocol over this engine's dialect
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -151,6 +153,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.pool = pool
 	e.stager = newSlotStager(pool, stageSlots(pcfg.MaxConns))
+	e.proto = &protocol.Store{Dialect: dialect{e}, Content: pgContent{e}, InlineMax: e.inlineMax, Pins: e.pins}
+	if e.media != nil {
+		// Blob ids never come back: a file at a new id is not this put's.
+		e.proto.Content = e.media.Content(false)
+	}
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
 		pool.Close()
@@ -228,18 +235,11 @@ func (e *Engine) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err erro
 	if err := tx.Commit(ctx); err != nil {
 		// pgx ends the transaction on a failed commit (or closes the connection).
 		committed = true
-		return &commitError{err: fmt.Errorf("commit: %w", mapErr(err))}
+		return &protocol.CommitError{Err: fmt.Errorf("commit: %w", mapErr(err))}
 	}
 	committed = true
 	return nil
 }
-
-// commitError marks a failed COMMIT, whose outcome may be unknown (the
-// connection can break after the server committed).
-type commitError struct{ err error }
-
-func (c *commitError) Error() string { return c.err.Error() }
-func (c *commitError) Unwrap() error { return c.err }
 
 // rollback ends tx on a fresh context. A failed rollback makes pgx close the
 // connection, so the pool destroys it rather than lend it out mid-transaction.

@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/pg/content"
 	"github.com/s3gate/s3gate/store/protocol"
 )
 
@@ -31,69 +31,14 @@ func (e *Engine) CreateMultipartUpload(ctx context.Context, bucket, key string, 
 	return u, nil
 }
 
-// loadUpload reads an upload and checks that it belongs to bucket/key.
-func loadUpload(ctx context.Context, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, bucket, key, uploadID string, forUpdate bool) (store.Upload, error) {
-	u := store.Upload{UploadID: uploadID}
-	sql := `SELECT bucket, key, meta, checksum_alg, checksum_type, initiated FROM uploads WHERE upload_id = $1`
-	if forUpdate {
-		sql += ` FOR UPDATE`
-	}
-	err := q.QueryRow(ctx, sql, uploadID).Scan(&u.Bucket, &u.Key, &u.Meta, &u.ChecksumAlgorithm, &u.ChecksumType, &u.Initiated)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (u.Bucket != bucket || u.Key != key)) {
-		return store.Upload{}, fmt.Errorf("upload %q of %s/%s: %w", uploadID, bucket, key, store.ErrNoSuchUpload)
-	}
-	if err != nil {
-		return store.Upload{}, fmt.Errorf("upload %q: %w", uploadID, mapErr(err))
-	}
-	return u, nil
+// loadUpload is protocol.LoadUpload on q (the pool or a transaction).
+func loadUpload(ctx context.Context, q content.Querier, bucket, key, uploadID string, forUpdate bool) (store.Upload, error) {
+	return protocol.LoadUpload(ctx, &txn{q: q}, bucket, key, uploadID, forUpdate)
 }
 
-// writePart records a part of an upload under the upload's lock, replacing an
-// earlier part with the same number.
-func writePart(ctx context.Context, tx pgx.Tx, uploadID string, pi *store.PartInfo, blobID int64) error {
-	if err := lockXact(ctx, tx, uploadLockKey(uploadID)); err != nil {
-		return err
-	}
-	err := tx.QueryRow(ctx, `INSERT INTO upload_parts (upload_id, part_number, blob_id, size, etag, checksum, last_modified)
-		VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
-		ON CONFLICT (upload_id, part_number) DO UPDATE SET blob_id = EXCLUDED.blob_id, size = EXCLUDED.size,
-			etag = EXCLUDED.etag, checksum = EXCLUDED.checksum, last_modified = EXCLUDED.last_modified
-		RETURNING last_modified`,
-		uploadID, pi.Number, blobID, pi.Size, pi.ETag, checksumArg(pi.Checksum)).Scan(&pi.LastModified)
-	if isFKViolation(err, "upload_parts_upload_id_fkey") {
-		return store.ErrNoSuchUpload // completed or aborted meanwhile
-	}
-	if err != nil {
-		return fmt.Errorf("write part %d: %w", pi.Number, mapErr(err))
-	}
-	return nil
-}
-
-// UploadPart implements store.ObjectStore: a staged put whose blob is
-// referenced by an upload_parts row. When the upload has a checksum algorithm
-// and the request names none, that algorithm is computed for the part so that
-// Complete can combine it.
+// UploadPart implements store.ObjectStore (protocol.Store.UploadPart).
 func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts store.PutOptions) (store.PartInfo, error) {
-	u, err := loadUpload(ctx, e.pool, bucket, key, uploadID, false)
-	if err != nil {
-		return store.PartInfo{}, err
-	}
-	if opts, err = protocol.PartPutOptions(u, opts); err != nil {
-		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
-	}
-	pi := store.PartInfo{Number: partNumber}
-	_, err = e.stagedPut(ctx, body, opts, func(ctx context.Context, tx pgx.Tx, b blobRef) error {
-		pi.Size = b.digests.Size
-		pi.ETag = hex.EncodeToString(b.digests.MD5[:])
-		pi.Checksum = b.digests.Checksum
-		return writePart(ctx, tx, uploadID, &pi, b.id)
-	})
-	if err != nil {
-		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
-	}
-	return pi, nil
+	return e.proto.UploadPart(ctx, bucket, key, uploadID, partNumber, body, opts)
 }
 
 // UploadPartCopy implements store.ObjectStore. When the copied span is the
@@ -146,14 +91,14 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 
 // referencePart resolves the copy source under its object lock and, when the
 // whole single-blob source can serve, writes the part row referencing its
-// blob (r == nil). Otherwise it returns the resolved source to copy bytes
+// blob (r == nil) under the upload's lock. Otherwise it returns the resolved source to copy bytes
 // from, outside the transaction.
 func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u store.Upload, partNumber int) (store.PartInfo, *resolved, error) {
 	pi := store.PartInfo{Number: partNumber}
 	var r *resolved
 	referenced := false
 	err := e.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockXact(ctx, tx, objectLockKey(src.Bucket, src.Key)); err != nil {
+		if err := lockXact(ctx, tx, objectLockKey(src.Bucket, src.Key), uploadLockKey(u.UploadID)); err != nil {
 			return err
 		}
 		var err error
@@ -183,7 +128,7 @@ func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u stor
 			pi.Checksum = store.Checksum{Algorithm: r.info.Checksum.Algorithm, Value: r.info.Checksum.Value}
 		}
 		referenced = true
-		return writePart(ctx, tx, u.UploadID, &pi, r.blob.ID)
+		return (&txn{q: tx, tx: tx}).PutPart(ctx, u.UploadID, &pi, r.blob.ID)
 	})
 	if err != nil {
 		return store.PartInfo{}, nil, err
