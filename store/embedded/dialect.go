@@ -173,3 +173,99 @@ func (t txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, b
 	}
 	return nil
 }
+
+func (t txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	r, err := resolveObject(ctx, t.q, bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return r.info, nil
+}
+
+func (t txn) CreateUpload(ctx context.Context, u *store.Upload) error {
+	mj, err := json.Marshal(u.Meta)
+	if err != nil {
+		return fmt.Errorf("encode metadata: %w", err)
+	}
+	u.Initiated = now()
+	_, err = t.q.ExecContext(ctx, `INSERT INTO uploads (upload_id, bucket, key, meta, checksum_alg, checksum_type, initiated)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, u.UploadID, u.Bucket, u.Key, string(mj), u.ChecksumAlgorithm, u.ChecksumType, toMicros(u.Initiated))
+	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+		return store.ErrNoSuchBucket
+	}
+	return mapErr(err)
+}
+
+func (t txn) UploadParts(ctx context.Context, uploadID string) (map[int]store.PartInfo, map[int]int64, error) {
+	have := map[int]store.PartInfo{}
+	blobs := map[int]int64{}
+	err := t.scanParts(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id
+		FROM upload_parts WHERE upload_id = ?`, []any{uploadID}, func(p store.PartInfo, blobID int64) {
+		have[p.Number] = p
+		blobs[p.Number] = blobID
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read parts: %w", err)
+	}
+	return have, blobs, nil
+}
+
+func (t txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]store.PartInfo, error) {
+	var parts []store.PartInfo
+	err := t.scanParts(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id FROM upload_parts
+		WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?`, []any{uploadID, after, limit},
+		func(p store.PartInfo, _ int64) { parts = append(parts, p) })
+	if err != nil {
+		return nil, fmt.Errorf("list parts: %w", err)
+	}
+	return parts, nil
+}
+
+// scanParts runs a query of part rows and hands each to add.
+func (t txn) scanParts(ctx context.Context, query string, args []any, add func(store.PartInfo, int64)) error {
+	rows, err := t.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	for rows.Next() {
+		var p store.PartInfo
+		var ck sql.NullString
+		var lm, blobID int64
+		if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &lm, &blobID); err != nil {
+			return err
+		}
+		p.LastModified = fromMicros(lm)
+		if p.Checksum, err = parseChecksum(ck); err != nil {
+			return err
+		}
+		add(p, blobID)
+	}
+	return mapErr(rows.Err())
+}
+
+func (t txn) WriteManifest(ctx context.Context, bucket, key, _ string, parts []protocol.ManifestPart) error {
+	for _, p := range parts {
+		ck, err := checksumArg(p.Checksum)
+		if err != nil {
+			return err
+		}
+		if _, err := t.q.ExecContext(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, bucket, key, p.Number, p.BlobID, p.Size, p.Start, p.ETag, ck); err != nil {
+			return fmt.Errorf("write manifest: %w", mapErr(err))
+		}
+	}
+	return nil
+}
+
+func (t txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (bool, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM uploads WHERE upload_id = ? AND bucket = ? AND key = ?`, uploadID, bucket, key)
+	if err != nil {
+		return false, fmt.Errorf("delete upload: %w", mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("delete upload: %w", err)
+	}
+	return n > 0, nil
+}

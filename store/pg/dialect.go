@@ -163,3 +163,94 @@ func (t *txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, 
 	}
 	return nil
 }
+
+func (t *txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	r, err := resolveObject(ctx, t.q, bucket, key, false, false)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return r.info, nil
+}
+
+func (t *txn) CreateUpload(ctx context.Context, u *store.Upload) error {
+	err := t.q.QueryRow(ctx, `INSERT INTO uploads (upload_id, bucket, key, meta, checksum_alg, checksum_type)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING initiated`,
+		u.UploadID, u.Bucket, u.Key, u.Meta, u.ChecksumAlgorithm, u.ChecksumType).Scan(&u.Initiated)
+	if isFKViolation(err, "uploads_bucket_fkey") {
+		return store.ErrNoSuchBucket
+	}
+	return mapErr(err)
+}
+
+func (t *txn) UploadParts(ctx context.Context, uploadID string) (map[int]store.PartInfo, map[int]int64, error) {
+	rows, err := t.q.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id
+		FROM upload_parts WHERE upload_id = $1`, uploadID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read parts: %w", mapErr(err))
+	}
+	defer rows.Close()
+	have := map[int]store.PartInfo{}
+	blobs := map[int]int64{}
+	for rows.Next() {
+		var p store.PartInfo
+		var ck *store.Checksum
+		var blobID int64
+		if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified, &blobID); err != nil {
+			return nil, nil, fmt.Errorf("read parts: %w", err)
+		}
+		if ck != nil {
+			p.Checksum = *ck
+		}
+		have[p.Number] = p
+		blobs[p.Number] = blobID
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read parts: %w", mapErr(err))
+	}
+	return have, blobs, nil
+}
+
+func (t *txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]store.PartInfo, error) {
+	rows, err := t.q.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified FROM upload_parts
+		WHERE upload_id = $1 AND part_number > $2 ORDER BY part_number LIMIT $3`, uploadID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list parts: %w", mapErr(err))
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.PartInfo, error) {
+		var p store.PartInfo
+		var ck *store.Checksum
+		err := r.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified)
+		if ck != nil {
+			p.Checksum = *ck
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list parts: %w", mapErr(err))
+	}
+	return parts, nil
+}
+
+// WriteManifest copies the chosen part rows, by number, with their offsets.
+func (t *txn) WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []protocol.ManifestPart) error {
+	nums := make([]int32, len(parts))
+	starts := make([]int64, len(parts))
+	for i, p := range parts {
+		nums[i], starts[i] = int32(p.Number), p.Start
+	}
+	if _, err := t.q.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+		SELECT $1, $2, p.part_number, p.blob_id, p.size, x.start, p.etag, p.checksum
+		FROM upload_parts p JOIN unnest($4::int[], $5::bigint[]) AS x (n, start) ON x.n = p.part_number
+		WHERE p.upload_id = $3`, bucket, key, uploadID, nums, starts); err != nil {
+		return fmt.Errorf("write manifest: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t *txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (bool, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM uploads WHERE upload_id = $1 AND bucket = $2 AND key = $3`, uploadID, bucket, key)
+	if err != nil {
+		return false, fmt.Errorf("delete upload: %w", mapErr(err))
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -6,34 +6,17 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/pg/content"
 	"github.com/s3gate/s3gate/store/protocol"
 )
 
-// CreateMultipartUpload implements store.ObjectStore.
+// CreateMultipartUpload implements store.ObjectStore
+// (protocol.Store.CreateMultipartUpload).
 func (e *Engine) CreateMultipartUpload(ctx context.Context, bucket, key string, meta store.ObjectMeta, checksumAlg, checksumType string) (store.Upload, error) {
-	u := store.Upload{Bucket: bucket, Key: key, UploadID: store.NewUploadID(), Meta: meta,
-		ChecksumAlgorithm: checksumAlg, ChecksumType: checksumType}
-	err := e.pool.QueryRow(ctx, `INSERT INTO uploads (upload_id, bucket, key, meta, checksum_alg, checksum_type)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING initiated`,
-		u.UploadID, bucket, key, meta, checksumAlg, checksumType).Scan(&u.Initiated)
-	if isFKViolation(err, "uploads_bucket_fkey") {
-		err = store.ErrNoSuchBucket
-	}
-	if err != nil {
-		return store.Upload{}, fmt.Errorf("create upload %s/%s: %w", bucket, key, mapErr(err))
-	}
-	return u, nil
-}
-
-// loadUpload is protocol.LoadUpload on q (the pool or a transaction).
-func loadUpload(ctx context.Context, q content.Querier, bucket, key, uploadID string, forUpdate bool) (store.Upload, error) {
-	return protocol.LoadUpload(ctx, &txn{q: q}, bucket, key, uploadID, forUpdate)
+	return e.proto.CreateMultipartUpload(ctx, bucket, key, meta, checksumAlg, checksumType)
 }
 
 // UploadPart implements store.ObjectStore (protocol.Store.UploadPart).
@@ -51,7 +34,7 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 	wrap := func(err error) error {
 		return fmt.Errorf("upload part copy %d of %q from %s/%s: %w", partNumber, uploadID, src.Bucket, src.Key, err)
 	}
-	u, err := loadUpload(ctx, e.pool, bucket, key, uploadID, false)
+	u, err := protocol.LoadUpload(ctx, e.proto.Dialect.Autocommit(), bucket, key, uploadID, false)
 	if err != nil {
 		return store.PartInfo{}, wrap(err)
 	}
@@ -139,179 +122,21 @@ func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u stor
 	return pi, r, nil
 }
 
-// uploadPart is a stored part with its blob.
-type uploadPart struct {
-	store.PartInfo
-	blobID int64
-}
-
-// CompleteMultipartUpload implements store.ObjectStore: under the upload's and
-// the object's locks, in one transaction, it checks the part list, writes the
-// object row and its manifest from the chosen parts, and deletes the upload.
-// No bytes are copied. opts carries conditional-write headers and, for a
-// full-object checksum, the client's value to verify.
+// CompleteMultipartUpload implements store.ObjectStore
+// (protocol.Store.CompleteMultipartUpload).
 func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	info := store.ObjectInfo{Bucket: bucket, Key: key}
-	err := e.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockXact(ctx, tx, uploadLockKey(uploadID), objectLockKey(bucket, key)); err != nil {
-			return err
-		}
-		u, err := loadUpload(ctx, tx, bucket, key, uploadID, true)
-		if errors.Is(err, store.ErrNoSuchUpload) {
-			// Read after the locks: a Complete that won a race committed
-			// before they were granted, and this statement sees it.
-			info, err = e.repeatedComplete(ctx, tx, bucket, key, uploadID, parts, opts)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id
-			FROM upload_parts WHERE upload_id = $1`, uploadID)
-		if err != nil {
-			return fmt.Errorf("read parts: %w", mapErr(err))
-		}
-		have := map[int]store.PartInfo{}
-		blobs := map[int]int64{}
-		for rows.Next() {
-			var p uploadPart
-			var ck *store.Checksum
-			if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified, &p.blobID); err != nil {
-				rows.Close()
-				return fmt.Errorf("read parts: %w", err)
-			}
-			if ck != nil {
-				p.Checksum = *ck
-			}
-			have[p.Number] = p.PartInfo
-			blobs[p.Number] = p.blobID
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read parts: %w", mapErr(err))
-		}
-		chosen, err := store.CheckCompleteParts(parts, have)
-		if err != nil {
-			return err
-		}
-		ck, err := protocol.CompleteChecksum(u, parts, chosen, opts)
-		if err != nil {
-			return err
-		}
-		nums := make([]int32, len(chosen))
-		starts := make([]int64, len(chosen))
-		var size int64
-		for i, p := range chosen {
-			nums[i], starts[i] = int32(p.Number), size
-			size += p.Size
-		}
-		meta := u.Meta
-		meta.CompletedUpload = uploadID // remembered for a repeated Complete
-		info.Size, info.ETag, info.Checksum, info.Meta = size, store.MultipartETag(chosen), ck, meta
-		lm, err := writeObject(ctx, tx, objectRow{bucket: bucket, key: key, size: size, etag: info.ETag,
-			meta: meta, checksum: ck, partCount: len(chosen)}, opts)
-		if err != nil {
-			return err
-		}
-		info.LastModified = lm
-		if _, err := tx.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
-			SELECT $1, $2, p.part_number, p.blob_id, p.size, x.start, p.etag, p.checksum
-			FROM upload_parts p JOIN unnest($4::int[], $5::bigint[]) AS x (n, start) ON x.n = p.part_number
-			WHERE p.upload_id = $3`, bucket, key, uploadID, nums, starts); err != nil {
-			return fmt.Errorf("write manifest: %w", mapErr(err))
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM uploads WHERE upload_id = $1`, uploadID); err != nil {
-			return fmt.Errorf("delete upload: %w", mapErr(err))
-		}
-		info.Parts = make([]store.PartInfo, len(chosen))
-		for i, p := range chosen {
-			info.Parts[i] = store.PartInfo{Number: p.Number, Size: p.Size, ETag: p.ETag, Checksum: p.Checksum, LastModified: lm}
-		}
-		return nil
-	})
-	if err != nil {
-		return store.ObjectInfo{}, fmt.Errorf("complete %q of %s/%s: %w", uploadID, bucket, key, err)
-	}
-	return info, nil
+	return e.proto.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts, opts)
 }
 
-// repeatedComplete is protocol.RepeatedComplete in this engine's dialect.
-func (e *Engine) repeatedComplete(ctx context.Context, tx pgx.Tx, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	return protocol.RepeatedComplete(uploadID, parts, opts,
-		func() (store.ObjectInfo, error) {
-			r, err := resolveObject(ctx, tx, bucket, key, false, false)
-			if err != nil {
-				return store.ObjectInfo{}, err
-			}
-			return r.info, nil
-		},
-		func() error { return e.bucketExists(ctx, tx, bucket) })
-}
-
-// AbortMultipartUpload implements store.ObjectStore. The parts' blobs stay for
-// GC.
+// AbortMultipartUpload implements store.ObjectStore
+// (protocol.Store.AbortMultipartUpload).
 func (e *Engine) AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error {
-	err := e.withTx(ctx, func(tx pgx.Tx) error {
-		if err := lockXact(ctx, tx, uploadLockKey(uploadID)); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM uploads WHERE upload_id = $1 AND bucket = $2 AND key = $3`, uploadID, bucket, key)
-		if err != nil {
-			return mapErr(err)
-		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrNoSuchUpload
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("abort %q of %s/%s: %w", uploadID, bucket, key, err)
-	}
-	return nil
+	return e.proto.AbortMultipartUpload(ctx, bucket, key, uploadID)
 }
 
-// ListParts implements store.ObjectStore. maxParts 0 means 1000.
+// ListParts implements store.ObjectStore (protocol.Store.ListParts).
 func (e *Engine) ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (store.ListPartsResult, error) {
-	if maxParts <= 0 || maxParts > store.MaxListKeys {
-		maxParts = store.MaxListKeys
-	}
-	var res store.ListPartsResult
-	// One read-only transaction: the upload and its parts from one snapshot.
-	err := e.withTx(ctx, func(tx pgx.Tx) error {
-		u, err := loadUpload(ctx, tx, bucket, key, uploadID, false)
-		if err != nil {
-			return err
-		}
-		res.Upload = u
-		rows, err := tx.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified FROM upload_parts
-			WHERE upload_id = $1 AND part_number > $2 ORDER BY part_number LIMIT $3`, uploadID, partMarker, maxParts+1)
-		if err != nil {
-			return fmt.Errorf("list parts: %w", mapErr(err))
-		}
-		res.Parts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.PartInfo, error) {
-			var p store.PartInfo
-			var ck *store.Checksum
-			var lm time.Time
-			err := r.Scan(&p.Number, &p.Size, &p.ETag, &ck, &lm)
-			p.LastModified = lm
-			if ck != nil {
-				p.Checksum = *ck
-			}
-			return p, err
-		})
-		if err != nil {
-			return fmt.Errorf("list parts: %w", mapErr(err))
-		}
-		return nil
-	})
-	if err != nil {
-		return store.ListPartsResult{}, fmt.Errorf("list parts of %q: %w", uploadID, err)
-	}
-	if len(res.Parts) > maxParts {
-		res.Parts = res.Parts[:maxParts]
-		res.Truncated = true
-		res.NextPartNumberMarker = res.Parts[maxParts-1].Number
-	}
-	return res, nil
+	return e.proto.ListParts(ctx, bucket, key, uploadID, partMarker, maxParts)
 }
 
 // ListMultipartUploads implements store.ObjectStore. Uploads are ordered by

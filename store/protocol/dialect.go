@@ -42,12 +42,27 @@ type Tx interface {
 	// PutObjectRow inserts or replaces the object row and returns its
 	// last-modified time.
 	PutObjectRow(ctx context.Context, o ObjectRow) (time.Time, error)
+	// ObjectInfo resolves the object as it stands (store.ErrNoSuchKey if none).
+	ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error)
+	// CreateUpload inserts the upload row and sets u.Initiated.
+	CreateUpload(ctx context.Context, u *store.Upload) error
 	// Upload reads an upload row, locking it if forUpdate; found is false if
 	// there is none.
 	Upload(ctx context.Context, uploadID string, forUpdate bool) (u store.Upload, found bool, err error)
 	// PutPart inserts or replaces a part row referencing blobID and sets
 	// pi.LastModified.
 	PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, blobID int64) error
+	// UploadParts reads every part of an upload, by number, and the blob each
+	// references.
+	UploadParts(ctx context.Context, uploadID string) (map[int]store.PartInfo, map[int]int64, error)
+	// ListParts lists at most limit parts numbered above after, in order.
+	ListParts(ctx context.Context, uploadID string, after, limit int) ([]store.PartInfo, error)
+	// WriteManifest writes the manifest rows of bucket/key from the given
+	// parts of uploadID (the part rows hold the same values).
+	WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []ManifestPart) error
+	// DeleteUpload deletes the upload row of bucket/key (its part rows go
+	// with it); deleted is false if there was none.
+	DeleteUpload(ctx context.Context, bucket, key, uploadID string) (deleted bool, err error)
 }
 
 // Blob is a blob row to upsert.
@@ -79,6 +94,13 @@ type ObjectRow struct {
 	Meta        store.ObjectMeta
 	Checksum    store.Checksum
 	PartCount   int
+}
+
+// ManifestPart is one part of a multipart object's manifest.
+type ManifestPart struct {
+	store.PartInfo
+	BlobID int64
+	Start  int64 // offset of the part in the object
 }
 
 // CommitError is a failed COMMIT, whose outcome may be unknown: the
