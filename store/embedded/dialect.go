@@ -182,6 +182,17 @@ func (t txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectIn
 	return r.info, nil
 }
 
+// DeleteObjects implements protocol.Tx; the manifest rows go with the
+// objects (ON DELETE CASCADE).
+func (t txn) DeleteObjects(ctx context.Context, bucket string, keys []string) error {
+	for _, k := range keys {
+		if _, err := t.q.ExecContext(ctx, `DELETE FROM objects WHERE bucket = ? AND key = ?`, bucket, k); err != nil {
+			return mapErr(err)
+		}
+	}
+	return nil
+}
+
 func (t txn) CreateUpload(ctx context.Context, u *store.Upload) error {
 	mj, err := json.Marshal(u.Meta)
 	if err != nil {

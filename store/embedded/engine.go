@@ -75,7 +75,9 @@ type Engine struct {
 	locks     *lockTable
 	pins      *fleet.LocalPins
 	gov       *throttle.BandwidthGovernor // nil: unpaced
-	proto     *protocol.Store             // the write protocol over this engine's dialect
+	// The write protocol over this engine's dialect: PutObject, UploadPart,
+	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
+	*protocol.Store
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -116,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	// SQLite hands the id of a rolled-back blob row out again: a file found
 	// at a new row's id is the orphan of that rollback.
-	e.proto = &protocol.Store{Dialect: dialect{e}, Content: media.Content(true), InlineMax: e.inlineMax}
+	e.Store = protocol.NewStore(dialect{e}, media.Content(true), e.inlineMax, nil)
 
 	path := filepath.Join(dir, MetaFile)
 	if err := privateDB(path); err != nil {

@@ -4,23 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/protocol"
 )
-
-// CreateMultipartUpload implements store.ObjectStore
-// (protocol.Store.CreateMultipartUpload).
-func (e *Engine) CreateMultipartUpload(ctx context.Context, bucket, key string, meta store.ObjectMeta, checksumAlg, checksumType string) (store.Upload, error) {
-	return e.proto.CreateMultipartUpload(ctx, bucket, key, meta, checksumAlg, checksumType)
-}
-
-// UploadPart implements store.ObjectStore (protocol.Store.UploadPart).
-func (e *Engine) UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts store.PutOptions) (store.PartInfo, error) {
-	return e.proto.UploadPart(ctx, bucket, key, uploadID, partNumber, body, opts)
-}
 
 // UploadPartCopy implements store.ObjectStore. When the copied span is the
 // whole of a single-blob source (and its checksum fits the upload), the part
@@ -30,7 +18,7 @@ func (e *Engine) UploadPartCopy(ctx context.Context, src store.CopySource, bucke
 	wrap := func(err error) error {
 		return fmt.Errorf("upload part copy %d of %q from %s/%s: %w", partNumber, uploadID, src.Bucket, src.Key, err)
 	}
-	u, err := protocol.LoadUpload(ctx, e.proto.Dialect.Autocommit(), bucket, key, uploadID, false)
+	u, err := protocol.LoadUpload(ctx, dialect{e}.Autocommit(), bucket, key, uploadID, false)
 	if err != nil {
 		return store.PartInfo{}, wrap(err)
 	}
@@ -108,23 +96,6 @@ func (e *Engine) referencePart(ctx context.Context, src store.CopySource, u stor
 		return store.PartInfo{}, nil, 0, err
 	}
 	return pi, segs, n, nil
-}
-
-// CompleteMultipartUpload implements store.ObjectStore
-// (protocol.Store.CompleteMultipartUpload).
-func (e *Engine) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
-	return e.proto.CompleteMultipartUpload(ctx, bucket, key, uploadID, parts, opts)
-}
-
-// AbortMultipartUpload implements store.ObjectStore
-// (protocol.Store.AbortMultipartUpload).
-func (e *Engine) AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error {
-	return e.proto.AbortMultipartUpload(ctx, bucket, key, uploadID)
-}
-
-// ListParts implements store.ObjectStore (protocol.Store.ListParts).
-func (e *Engine) ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (store.ListPartsResult, error) {
-	return e.proto.ListParts(ctx, bucket, key, uploadID, partMarker, maxParts)
 }
 
 // ListMultipartUploads implements store.ObjectStore. Uploads are ordered by

@@ -5,17 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/protocol"
 )
-
-// PutObject implements store.ObjectStore (protocol.Store.PutObject).
-func (e *Engine) PutObject(ctx context.Context, bucket, key string, body io.Reader, opts store.PutOptions) (store.ObjectInfo, error) {
-	return e.proto.PutObject(ctx, bucket, key, body, opts)
-}
 
 // objectRow is a row of objects to write.
 type objectRow struct {

@@ -172,6 +172,15 @@ func (t *txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectI
 	return r.info, nil
 }
 
+// DeleteObjects implements protocol.Tx; the manifest rows go with the
+// objects (ON DELETE CASCADE).
+func (t *txn) DeleteObjects(ctx context.Context, bucket string, keys []string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM objects WHERE bucket = $1 AND key = ANY($2)`, bucket, keys); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
 func (t *txn) CreateUpload(ctx context.Context, u *store.Upload) error {
 	err := t.q.QueryRow(ctx, `INSERT INTO uploads (upload_id, bucket, key, meta, checksum_alg, checksum_type)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING initiated`,

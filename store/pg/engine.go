@@ -96,7 +96,9 @@ type Engine struct {
 	pins      fleet.Pinner                // nil: no pinning
 	gov       *throttle.BandwidthGovernor // nil: unpaced
 	stager    *slotStager                 // staging writes, limited to a share of the pool
-	proto     *protocol.Store             // the write protocol over this engine's dialect
+	// The write protocol over this engine's dialect: PutObject, UploadPart,
+	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
+	*protocol.Store
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -153,11 +155,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.pool = pool
 	e.stager = newSlotStager(pool, stageSlots(pcfg.MaxConns))
-	e.proto = &protocol.Store{Dialect: dialect{e}, Content: pgContent{e}, InlineMax: e.inlineMax, Pins: e.pins}
+	var large protocol.Content = pgContent{e}
 	if e.media != nil {
 		// Blob ids never come back: a file at a new id is not this put's.
-		e.proto.Content = e.media.Content(false)
+		large = e.media.Content(false)
 	}
+	e.Store = protocol.NewStore(dialect{e}, large, e.inlineMax, e.pins)
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
 		pool.Close()

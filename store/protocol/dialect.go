@@ -44,6 +44,9 @@ type Tx interface {
 	PutObjectRow(ctx context.Context, o ObjectRow) (time.Time, error)
 	// ObjectInfo resolves the object as it stands (store.ErrNoSuchKey if none).
 	ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error)
+	// DeleteObjects deletes the object rows of keys (a missing one is no
+	// error); their manifest rows go with them.
+	DeleteObjects(ctx context.Context, bucket string, keys []string) error
 	// CreateUpload inserts the upload row and sets u.Initiated.
 	CreateUpload(ctx context.Context, u *store.Upload) error
 	// Upload reads an upload row, locking it if forUpdate; found is false if

@@ -25,7 +25,7 @@ func LoadUpload(ctx context.Context, tx Tx, bucket, key, uploadID string, forUpd
 func (s *Store) CreateMultipartUpload(ctx context.Context, bucket, key string, meta store.ObjectMeta, checksumAlg, checksumType string) (store.Upload, error) {
 	u := store.Upload{Bucket: bucket, Key: key, UploadID: store.NewUploadID(), Meta: meta,
 		ChecksumAlgorithm: checksumAlg, ChecksumType: checksumType}
-	if err := s.Dialect.Write(ctx, nil, func(tx Tx) error { return tx.CreateUpload(ctx, &u) }); err != nil {
+	if err := s.dialect.Write(ctx, nil, func(tx Tx) error { return tx.CreateUpload(ctx, &u) }); err != nil {
 		return store.Upload{}, fmt.Errorf("create upload %s/%s: %w", bucket, key, err)
 	}
 	return u, nil
@@ -39,7 +39,7 @@ func (s *Store) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
 	info := store.ObjectInfo{Bucket: bucket, Key: key}
 	keys := []int64{fleet.UploadLockKey(uploadID), fleet.ObjectLockKey(bucket, key)}
-	err := s.Dialect.Write(ctx, keys, func(tx Tx) error {
+	err := s.dialect.Write(ctx, keys, func(tx Tx) error {
 		u, err := LoadUpload(ctx, tx, bucket, key, uploadID, true)
 		if errors.Is(err, store.ErrNoSuchUpload) {
 			// Read under the locks: a Complete that won a race committed
@@ -100,7 +100,7 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 // AbortMultipartUpload implements store.ObjectStore, under the upload's
 // lock. The parts' blobs stay for GC.
 func (s *Store) AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error {
-	err := s.Dialect.Write(ctx, []int64{fleet.UploadLockKey(uploadID)}, func(tx Tx) error {
+	err := s.dialect.Write(ctx, []int64{fleet.UploadLockKey(uploadID)}, func(tx Tx) error {
 		deleted, err := tx.DeleteUpload(ctx, bucket, key, uploadID)
 		if err == nil && !deleted {
 			err = store.ErrNoSuchUpload
@@ -120,7 +120,7 @@ func (s *Store) ListParts(ctx context.Context, bucket, key, uploadID string, par
 		maxParts = store.MaxListKeys
 	}
 	var res store.ListPartsResult
-	err := s.Dialect.Read(ctx, func(tx Tx) error {
+	err := s.dialect.Read(ctx, func(tx Tx) error {
 		u, err := LoadUpload(ctx, tx, bucket, key, uploadID, false)
 		if err != nil {
 			return err

@@ -19,18 +19,22 @@ import (
 const CleanupTimeout = 5 * time.Second
 
 // Store is the write protocol over one metadata dialect and one large-content
-// engine. The engines' store.ObjectStore methods call it.
+// engine: the store.ObjectStore methods that write (puts, multipart uploads,
+// deletes). A metadata engine embeds it.
 type Store struct {
-	Dialect Dialect
-	// Content receives content above the knee.
-	Content Content
-	// InlineMax is the inline knee: content up to this many bytes goes in the
-	// blob row.
-	InlineMax int
-	// Pins pins the fresh blob id of content staged under one, for as long as
-	// the put runs, so that GC's stage reaper leaves it alone however slow the
-	// client (ADR 007). Nil: only the stage grace protects.
-	Pins fleet.Pinner
+	dialect   Dialect
+	content   Content
+	inlineMax int
+	pins      fleet.Pinner
+}
+
+// NewStore returns the protocol over d. content receives the content above
+// inlineMax bytes (the inline knee; the rest goes in the blob row). pins pins
+// the fresh blob id of content staged under one for as long as its put runs,
+// so that GC's stage reaper leaves it alone however slow the client (ADR 007);
+// nil: only the stage grace protects.
+func NewStore(d Dialect, content Content, inlineMax int, pins fleet.Pinner) *Store {
+	return &Store{dialect: d, content: content, inlineMax: inlineMax, pins: pins}
 }
 
 // publishFunc writes the rows that reference the new blob (object row,
@@ -39,7 +43,7 @@ type publishFunc func(ctx context.Context, tx Tx, blobID int64, d store.Digests)
 
 // PutObject implements store.ObjectStore.
 func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reader, opts store.PutOptions) (store.ObjectInfo, error) {
-	if err := s.Dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
+	if err := s.dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("put %s/%s: %w", bucket, key, err)
 	}
 	info := store.ObjectInfo{Bucket: bucket, Key: key, Meta: opts.Meta}
@@ -63,7 +67,7 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reade
 // has a checksum algorithm and the request names none, that algorithm is
 // computed for the part so that Complete can combine it.
 func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts store.PutOptions) (store.PartInfo, error) {
-	u, err := LoadUpload(ctx, s.Dialect.Autocommit(), bucket, key, uploadID, false)
+	u, err := LoadUpload(ctx, s.dialect.Autocommit(), bucket, key, uploadID, false)
 	if err != nil {
 		return store.PartInfo{}, err
 	}
@@ -112,7 +116,7 @@ func WriteObject(ctx context.Context, tx Tx, o ObjectRow, opts store.PutOptions)
 // content, no file.
 func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOptions, keys []int64, publish publishFunc) error {
 	body := store.NewBody(r, opts)
-	head, fits, err := store.ReadKnee(body, s.InlineMax)
+	head, fits, err := store.ReadKnee(body, s.inlineMax)
 	if err != nil {
 		return fmt.Errorf("read body: %w", err)
 	}
@@ -123,7 +127,7 @@ func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOption
 	if err != nil {
 		return err
 	}
-	return s.Dialect.Write(ctx, keys, func(tx Tx) error {
+	return s.dialect.Write(ctx, keys, func(tx Tx) error {
 		id, _, err := tx.UpsertBlob(ctx, Blob{Digests: d, Tier: store.TierInline, Inline: head})
 		if err != nil {
 			return err
@@ -139,19 +143,19 @@ func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOption
 // row (a file is renamed into place before COMMIT), write the referencing
 // rows. Every failure unstages; a crash leaves staged content for GC.
 func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reader, keys []int64, publish publishFunc) error {
-	id, fresh, err := s.Content.FreshID(ctx)
+	id, fresh, err := s.content.FreshID(ctx)
 	if err != nil {
 		return err
 	}
-	if fresh && s.Pins != nil {
+	if fresh && s.pins != nil {
 		// Released after the publish or the unstage, never before.
-		pin, err := s.Pins.Acquire(ctx, id)
+		pin, err := s.pins.Acquire(ctx, id)
 		if err != nil {
 			return fmt.Errorf("pin staged blob %d: %w", id, err)
 		}
 		defer pin.Release()
 	}
-	st, err := s.Content.Stage(ctx, id, r)
+	st, err := s.content.Stage(ctx, id, r)
 	if err != nil {
 		return s.abandon(ctx, st, fmt.Errorf("stage content: %w", err))
 	}
@@ -159,17 +163,17 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 	if err != nil {
 		return s.abandon(ctx, st, err)
 	}
-	release, err := s.Content.Slot(ctx)
+	release, err := s.content.Slot(ctx)
 	if err != nil {
 		return s.abandon(ctx, st, err)
 	}
 	defer release()
-	err = s.Dialect.Write(ctx, keys, func(tx Tx) error {
+	err = s.dialect.Write(ctx, keys, func(tx Tx) error {
 		lo, err := st.Claim(ctx, tx)
 		if err != nil {
 			return err
 		}
-		got, inserted, err := tx.UpsertBlob(ctx, Blob{ID: id, Digests: d, Tier: s.Content.Tier(), LargeObject: lo})
+		got, inserted, err := tx.UpsertBlob(ctx, Blob{ID: id, Digests: d, Tier: s.content.Tier(), LargeObject: lo})
 		if err != nil {
 			return err
 		}
@@ -210,6 +214,6 @@ func (s *Store) blobRowAbsent(ctx context.Context, txErr error, id int64) bool {
 	if !errors.As(txErr, &ce) {
 		return true
 	}
-	exists, err := s.Dialect.Autocommit().BlobExists(ctx, id)
+	exists, err := s.dialect.Autocommit().BlobExists(ctx, id)
 	return err == nil && !exists
 }
