@@ -67,14 +67,13 @@ type Config struct {
 
 // Engine is the embedded metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	wdb       *sql.DB // exactly one connection: every write transaction
-	rdb       *sql.DB // reader pool
-	media     *localfs.Media
-	inlineMax int
-	region    string
-	locks     *lockTable
-	pins      *fleet.LocalPins
-	gov       *throttle.BandwidthGovernor // nil: unpaced
+	wdb    *sql.DB // exactly one connection: every write transaction
+	rdb    *sql.DB // reader pool
+	media  *localfs.Media
+	region string
+	locks  *lockTable
+	pins   *fleet.LocalPins
+	gov    *throttle.BandwidthGovernor // nil: unpaced
 	// The write protocol over this engine's dialect: PutObject, UploadPart,
 	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
 	*protocol.Store
@@ -103,22 +102,16 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	e := &Engine{media: media, inlineMax: cfg.InlineMax, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
+	e := &Engine{media: media, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
 	if e.pins == nil {
 		e.pins = fleet.NewLocalPins(0, nil)
-	}
-	if e.inlineMax == 0 {
-		e.inlineMax = store.DefaultInlineMax
-	}
-	if e.inlineMax < 0 {
-		e.inlineMax = 0
 	}
 	if e.region == "" {
 		e.region = "us-east-1"
 	}
 	// SQLite hands the id of a rolled-back blob row out again: a file found
 	// at a new row's id is the orphan of that rollback.
-	e.Store = protocol.NewStore(dialect{e}, media.Content(true), e.inlineMax, nil)
+	e.Store = protocol.NewStore(dialect{e}, media.Content(true), cfg.InlineMax, nil)
 
 	path := filepath.Join(dir, MetaFile)
 	if err := privateDB(path); err != nil {

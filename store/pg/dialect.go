@@ -28,22 +28,21 @@ func (d dialect) Write(ctx context.Context, keys []int64, fn func(protocol.Tx) e
 				return err
 			}
 		}
-		return fn(&txn{e: d.e, q: tx, tx: tx})
+		return fn(&txn{q: tx, tx: tx})
 	})
 }
 
 // Read implements protocol.Dialect.
 func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
-	return d.e.withTx(ctx, func(tx pgx.Tx) error { return fn(&txn{e: d.e, q: tx, tx: tx}) })
+	return d.e.withTx(ctx, func(tx pgx.Tx) error { return fn(&txn{q: tx, tx: tx}) })
 }
 
 // Autocommit implements protocol.Dialect: statements on the pool.
-func (d dialect) Autocommit() protocol.Tx { return &txn{e: d.e, q: d.e.pool} }
+func (d dialect) Autocommit() protocol.Tx { return &txn{q: d.e.pool} }
 
 // txn runs the protocol's statements (protocol.Tx) on a transaction, or on
 // the pool (tx nil).
 type txn struct {
-	e  *Engine
 	q  content.Querier
 	tx pgx.Tx
 }
@@ -58,7 +57,14 @@ func pgxTx(t protocol.Tx) (pgx.Tx, error) {
 }
 
 func (t *txn) BucketExists(ctx context.Context, bucket string) error {
-	return t.e.bucketExists(ctx, t.q, bucket)
+	var ok bool
+	if err := t.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM buckets WHERE name = $1)`, bucket).Scan(&ok); err != nil {
+		return fmt.Errorf("bucket %q: %w", bucket, mapErr(err))
+	}
+	if !ok {
+		return fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchBucket)
+	}
+	return nil
 }
 
 func (t *txn) BlobExists(ctx context.Context, id int64) (bool, error) {

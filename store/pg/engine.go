@@ -87,15 +87,14 @@ type Config struct {
 
 // Engine is the PostgreSQL metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	pool      *pgxpool.Pool
-	inlineMax int
-	large     string
-	content   content.Engine // pglo or pgchunks; nil for local
-	media     *localfs.Media // local only
-	region    string
-	pins      fleet.Pinner                // nil: no pinning
-	gov       *throttle.BandwidthGovernor // nil: unpaced
-	stager    *slotStager                 // staging writes, limited to a share of the pool
+	pool    *pgxpool.Pool
+	large   string
+	content content.Engine // pglo or pgchunks; nil for local
+	media   *localfs.Media // local only
+	region  string
+	pins    fleet.Pinner                // nil: no pinning
+	gov     *throttle.BandwidthGovernor // nil: unpaced
+	stager  *slotStager                 // staging writes, limited to a share of the pool
 	// The write protocol over this engine's dialect: PutObject, UploadPart,
 	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
 	*protocol.Store
@@ -109,13 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("pg: empty database URL")
 	}
-	e := &Engine{inlineMax: cfg.InlineMax, region: cfg.Region, large: cfg.Large, pins: cfg.Pins, gov: cfg.Governor}
-	if e.inlineMax == 0 {
-		e.inlineMax = store.DefaultInlineMax
-	}
-	if e.inlineMax < 0 {
-		e.inlineMax = 0
-	}
+	e := &Engine{region: cfg.Region, large: cfg.Large, pins: cfg.Pins, gov: cfg.Governor}
 	if e.region == "" {
 		e.region = "us-east-1"
 	}
@@ -160,7 +153,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		// Blob ids never come back: a file at a new id is not this put's.
 		large = e.media.Content(false)
 	}
-	e.Store = protocol.NewStore(dialect{e}, large, e.inlineMax, e.pins)
+	e.Store = protocol.NewStore(dialect{e}, large, cfg.InlineMax, e.pins)
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
 		pool.Close()

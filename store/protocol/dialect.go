@@ -30,6 +30,14 @@ type Dialect interface {
 type Tx interface {
 	// BucketExists is nil or an error wrapping store.ErrNoSuchBucket.
 	BucketExists(ctx context.Context, bucket string) error
+	// BucketState reports whether the bucket exists and has objects.
+	BucketState(ctx context.Context, bucket string) (exists, hasObjects bool, err error)
+	// DeleteUploads deletes the uploads of a bucket (their part rows go with
+	// them).
+	DeleteUploads(ctx context.Context, bucket string) error
+	// DeleteBucket deletes the bucket row; an object or upload written
+	// meanwhile makes it store.ErrBucketNotEmpty.
+	DeleteBucket(ctx context.Context, bucket string) error
 	// BlobExists reports whether the blob row id exists.
 	BlobExists(ctx context.Context, id int64) (bool, error)
 	// UpsertBlob inserts the blob row, or finds the row with the same SHA-256

@@ -29,12 +29,16 @@ type Store struct {
 }
 
 // NewStore returns the protocol over d. content receives the content above
-// inlineMax bytes (the inline knee; the rest goes in the blob row). pins pins
+// inlineMax bytes (the inline knee: smaller content goes in the blob row; 0
+// means store.DefaultInlineMax, negative stores nothing inline). pins pins
 // the fresh blob id of content staged under one for as long as its put runs,
 // so that GC's stage reaper leaves it alone however slow the client (ADR 007);
 // nil: only the stage grace protects.
 func NewStore(d Dialect, content Content, inlineMax int, pins fleet.Pinner) *Store {
-	return &Store{dialect: d, content: content, inlineMax: inlineMax, pins: pins}
+	if inlineMax == 0 {
+		inlineMax = store.DefaultInlineMax
+	}
+	return &Store{dialect: d, content: content, inlineMax: max(inlineMax, 0), pins: pins}
 }
 
 // publishFunc writes the rows that reference the new blob (object row,
