@@ -207,55 +207,34 @@ func (t txn) CreateUpload(ctx context.Context, u *store.Upload) error {
 	return mapErr(err)
 }
 
-func (t txn) UploadParts(ctx context.Context, uploadID string) (map[int]store.PartInfo, map[int]int64, error) {
-	have := map[int]store.PartInfo{}
-	blobs := map[int]int64{}
-	err := t.scanParts(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id
-		FROM upload_parts WHERE upload_id = ?`, []any{uploadID}, func(p store.PartInfo, blobID int64) {
-		have[p.Number] = p
-		blobs[p.Number] = blobID
-	})
+func (t txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]protocol.PartRow, error) {
+	rows, err := t.q.QueryContext(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id FROM upload_parts
+		WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?`, uploadID, after, limit) // negative: no limit
 	if err != nil {
-		return nil, nil, fmt.Errorf("read parts: %w", err)
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
 	}
-	return have, blobs, nil
-}
-
-func (t txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]store.PartInfo, error) {
-	var parts []store.PartInfo
-	err := t.scanParts(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id FROM upload_parts
-		WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?`, []any{uploadID, after, limit},
-		func(p store.PartInfo, _ int64) { parts = append(parts, p) })
-	if err != nil {
-		return nil, fmt.Errorf("list parts: %w", err)
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	var parts []protocol.PartRow
+	for rows.Next() {
+		var p protocol.PartRow
+		var ck sql.NullString
+		var lm int64
+		if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &lm, &p.BlobID); err != nil {
+			return nil, fmt.Errorf("read parts: %w", err)
+		}
+		p.LastModified = fromMicros(lm)
+		if p.Checksum, err = parseChecksum(ck); err != nil {
+			return nil, fmt.Errorf("read parts: %w", err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
 	}
 	return parts, nil
 }
 
-// scanParts runs a query of part rows and hands each to add.
-func (t txn) scanParts(ctx context.Context, query string, args []any, add func(store.PartInfo, int64)) error {
-	rows, err := t.q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return mapErr(err)
-	}
-	defer func() { _ = rows.Close() }() // rows.Err reports what matters
-	for rows.Next() {
-		var p store.PartInfo
-		var ck sql.NullString
-		var lm, blobID int64
-		if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &lm, &blobID); err != nil {
-			return err
-		}
-		p.LastModified = fromMicros(lm)
-		if p.Checksum, err = parseChecksum(ck); err != nil {
-			return err
-		}
-		add(p, blobID)
-	}
-	return mapErr(rows.Err())
-}
-
-func (t txn) WriteManifest(ctx context.Context, bucket, key, _ string, parts []protocol.ManifestPart) error {
+func (t txn) WriteManifest(ctx context.Context, bucket, key, _ string, parts []protocol.PartRow) error {
 	for _, p := range parts {
 		ck, err := checksumArg(p.Checksum)
 		if err != nil {

@@ -11,7 +11,8 @@ import (
 	"github.com/s3gate/s3gate/store/protocol"
 )
 
-// objectRow is a row of objects to write.
+// objectRow is a row of objects to write, for CopyObject (the protocol's
+// puts write protocol.ObjectRow).
 type objectRow struct {
 	bucket, key string
 	blobID      *int64 // nil for a multipart manifest

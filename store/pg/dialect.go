@@ -197,57 +197,33 @@ func (t *txn) CreateUpload(ctx context.Context, u *store.Upload) error {
 	return mapErr(err)
 }
 
-func (t *txn) UploadParts(ctx context.Context, uploadID string) (map[int]store.PartInfo, map[int]int64, error) {
-	rows, err := t.q.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id
-		FROM upload_parts WHERE upload_id = $1`, uploadID)
+func (t *txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]protocol.PartRow, error) {
+	var lim *int // NULL: no limit
+	if limit >= 0 {
+		lim = &limit
+	}
+	rows, err := t.q.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id FROM upload_parts
+		WHERE upload_id = $1 AND part_number > $2 ORDER BY part_number LIMIT $3`, uploadID, after, lim)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read parts: %w", mapErr(err))
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
 	}
-	defer rows.Close()
-	have := map[int]store.PartInfo{}
-	blobs := map[int]int64{}
-	for rows.Next() {
-		var p store.PartInfo
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.PartRow, error) {
+		var p protocol.PartRow
 		var ck *store.Checksum
-		var blobID int64
-		if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified, &blobID); err != nil {
-			return nil, nil, fmt.Errorf("read parts: %w", err)
-		}
-		if ck != nil {
-			p.Checksum = *ck
-		}
-		have[p.Number] = p
-		blobs[p.Number] = blobID
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("read parts: %w", mapErr(err))
-	}
-	return have, blobs, nil
-}
-
-func (t *txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]store.PartInfo, error) {
-	rows, err := t.q.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified FROM upload_parts
-		WHERE upload_id = $1 AND part_number > $2 ORDER BY part_number LIMIT $3`, uploadID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list parts: %w", mapErr(err))
-	}
-	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.PartInfo, error) {
-		var p store.PartInfo
-		var ck *store.Checksum
-		err := r.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified)
+		err := r.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified, &p.BlobID)
 		if ck != nil {
 			p.Checksum = *ck
 		}
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list parts: %w", mapErr(err))
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
 	}
 	return parts, nil
 }
 
 // WriteManifest copies the chosen part rows, by number, with their offsets.
-func (t *txn) WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []protocol.ManifestPart) error {
+func (t *txn) WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []protocol.PartRow) error {
 	nums := make([]int32, len(parts))
 	starts := make([]int64, len(parts))
 	for i, p := range parts {

@@ -63,14 +63,12 @@ type Tx interface {
 	// PutPart inserts or replaces a part row referencing blobID and sets
 	// pi.LastModified.
 	PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, blobID int64) error
-	// UploadParts reads every part of an upload, by number, and the blob each
-	// references.
-	UploadParts(ctx context.Context, uploadID string) (map[int]store.PartInfo, map[int]int64, error)
-	// ListParts lists at most limit parts numbered above after, in order.
-	ListParts(ctx context.Context, uploadID string, after, limit int) ([]store.PartInfo, error)
+	// ListParts lists the parts of an upload numbered above after, in order,
+	// at most limit of them (all if limit < 0).
+	ListParts(ctx context.Context, uploadID string, after, limit int) ([]PartRow, error)
 	// WriteManifest writes the manifest rows of bucket/key from the given
 	// parts of uploadID (the part rows hold the same values).
-	WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []ManifestPart) error
+	WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []PartRow) error
 	// DeleteUpload deletes the upload row of bucket/key (its part rows go
 	// with it); deleted is false if there was none.
 	DeleteUpload(ctx context.Context, bucket, key, uploadID string) (deleted bool, err error)
@@ -107,11 +105,11 @@ type ObjectRow struct {
 	PartCount   int
 }
 
-// ManifestPart is one part of a multipart object's manifest.
-type ManifestPart struct {
+// PartRow is a part of an upload, or of a multipart object's manifest.
+type PartRow struct {
 	store.PartInfo
 	BlobID int64
-	Start  int64 // offset of the part in the object
+	Start  int64 // in a manifest: the offset of the part in the object
 }
 
 // CommitError is a failed COMMIT, whose outcome may be unknown: the

@@ -52,9 +52,14 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 		if err != nil {
 			return err
 		}
-		have, blobs, err := tx.UploadParts(ctx, uploadID)
+		stored, err := tx.ListParts(ctx, uploadID, 0, -1)
 		if err != nil {
 			return err
+		}
+		have := make(map[int]store.PartInfo, len(stored))
+		blobs := make(map[int]int64, len(stored))
+		for _, p := range stored {
+			have[p.Number], blobs[p.Number] = p.PartInfo, p.BlobID
 		}
 		chosen, err := store.CheckCompleteParts(parts, have)
 		if err != nil {
@@ -64,10 +69,10 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 		if err != nil {
 			return err
 		}
-		manifest := make([]ManifestPart, len(chosen))
+		manifest := make([]PartRow, len(chosen))
 		var size int64
 		for i, p := range chosen {
-			manifest[i] = ManifestPart{PartInfo: p, BlobID: blobs[p.Number], Start: size}
+			manifest[i] = PartRow{PartInfo: p, BlobID: blobs[p.Number], Start: size}
 			size += p.Size
 		}
 		meta := u.Meta
@@ -126,7 +131,10 @@ func (s *Store) ListParts(ctx context.Context, bucket, key, uploadID string, par
 			return err
 		}
 		res.Upload = u
-		res.Parts, err = tx.ListParts(ctx, uploadID, partMarker, maxParts+1)
+		rows, err := tx.ListParts(ctx, uploadID, partMarker, maxParts+1)
+		for _, p := range rows {
+			res.Parts = append(res.Parts, p.PartInfo)
+		}
 		return err
 	})
 	if err != nil {
