@@ -82,39 +82,34 @@ func (e *Engine) HeadBucket(ctx context.Context, name string) (store.Bucket, err
 	return b, nil
 }
 
-// DeleteBucket implements store.ObjectStore: a bucket with objects is
-// ErrBucketNotEmpty; in-progress multipart uploads go with the bucket, in the
-// same write transaction, as on S3 (their part rows cascade, GC reclaims the
-// part blobs as after an abort). The single writer serializes this with every
-// Complete and part write: a part written afterwards fails its foreign key
-// (NoSuchUpload), an object committed before makes the bucket non-empty.
-func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
-	err := e.withWrite(ctx, func(tx *sql.Tx) error {
-		var exists, hasObjects bool
-		if err := tx.QueryRowContext(ctx, `SELECT
-				EXISTS (SELECT 1 FROM buckets WHERE name = ?1),
-				EXISTS (SELECT 1 FROM objects WHERE bucket = ?1)`, name).Scan(&exists, &hasObjects); err != nil {
-			return mapErr(err)
-		}
-		switch {
-		case !exists:
-			return store.ErrNoSuchBucket
-		case hasObjects:
+// BucketState implements protocol.Tx.
+func (t txn) BucketState(ctx context.Context, name string) (exists, hasObjects bool, err error) {
+	if err := t.q.QueryRowContext(ctx, `SELECT
+			EXISTS (SELECT 1 FROM buckets WHERE name = ?1),
+			EXISTS (SELECT 1 FROM objects WHERE bucket = ?1)`, name).Scan(&exists, &hasObjects); err != nil {
+		return false, false, mapErr(err)
+	}
+	return exists, hasObjects, nil
+}
+
+// DeleteUploads implements protocol.Tx. The single writer serializes
+// DeleteBucket with every Complete and part write: a part written afterwards
+// fails its foreign key (NoSuchUpload), an object committed before makes the
+// bucket non-empty.
+func (t txn) DeleteUploads(ctx context.Context, bucket string) error {
+	if _, err := t.q.ExecContext(ctx, `DELETE FROM uploads WHERE bucket = ?`, bucket); err != nil {
+		return fmt.Errorf("drop uploads: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DeleteBucket implements protocol.Tx.
+func (t txn) DeleteBucket(ctx context.Context, name string) error {
+	if _, err := t.q.ExecContext(ctx, `DELETE FROM buckets WHERE name = ?`, name); err != nil {
+		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
 			return store.ErrBucketNotEmpty
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM uploads WHERE bucket = ?`, name); err != nil {
-			return fmt.Errorf("drop uploads: %w", mapErr(err))
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM buckets WHERE name = ?`, name); err != nil {
-			if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
-				return store.ErrBucketNotEmpty
-			}
-			return mapErr(err)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("delete bucket %q: %w", name, err)
+		return mapErr(err)
 	}
 	return nil
 }

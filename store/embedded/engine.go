@@ -34,6 +34,7 @@ import (
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/protocol"
 	"github.com/s3gate/s3gate/throttle"
 )
 
@@ -66,14 +67,16 @@ type Config struct {
 
 // Engine is the embedded metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	wdb       *sql.DB // exactly one connection: every write transaction
-	rdb       *sql.DB // reader pool
-	media     *localfs.Media
-	inlineMax int
-	region    string
-	locks     *lockTable
-	pins      *fleet.LocalPins
-	gov       *throttle.BandwidthGovernor // nil: unpaced
+	wdb    *sql.DB // exactly one connection: every write transaction
+	rdb    *sql.DB // reader pool
+	media  *localfs.Media
+	region string
+	locks  *lockTable
+	pins   *fleet.LocalPins
+	gov    *throttle.BandwidthGovernor // nil: unpaced
+	// The write protocol over this engine's dialect: PutObject, UploadPart,
+	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
+	*protocol.Store
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -99,19 +102,16 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	e := &Engine{media: media, inlineMax: cfg.InlineMax, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
+	e := &Engine{media: media, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
 	if e.pins == nil {
 		e.pins = fleet.NewLocalPins(0, nil)
-	}
-	if e.inlineMax == 0 {
-		e.inlineMax = store.DefaultInlineMax
-	}
-	if e.inlineMax < 0 {
-		e.inlineMax = 0
 	}
 	if e.region == "" {
 		e.region = "us-east-1"
 	}
+	// SQLite hands the id of a rolled-back blob row out again: a file found
+	// at a new row's id is the orphan of that rollback.
+	e.Store = protocol.NewStore(dialect{e}, media.Content(true), cfg.InlineMax, nil)
 
 	path := filepath.Join(dir, MetaFile)
 	if err := privateDB(path); err != nil {
@@ -232,7 +232,7 @@ func (e *Engine) withWrite(ctx context.Context, fn func(tx *sql.Tx) error) (err 
 	// writer connection never goes back to its pool mid-transaction.
 	committed = true
 	if err := tx.Commit(); err != nil {
-		return &commitError{err: fmt.Errorf("commit: %w", mapErr(err))}
+		return &protocol.CommitError{Err: fmt.Errorf("commit: %w", mapErr(err))}
 	}
 	return nil
 }
@@ -247,12 +247,6 @@ func (e *Engine) withRead(ctx context.Context, fn func(tx *sql.Tx) error) error 
 	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
 	return fn(tx)
 }
-
-// commitError marks a failed COMMIT, whose outcome may be unknown.
-type commitError struct{ err error }
-
-func (c *commitError) Error() string { return c.err.Error() }
-func (c *commitError) Unwrap() error { return c.err }
 
 // mapErr turns "database is busy/locked" into store.ErrUnavailable (503) and
 // leaves other errors as they are.

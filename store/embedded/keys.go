@@ -10,6 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // Access keys (store.KeyStore). Nothing is cached: reads go to the database
@@ -20,14 +21,11 @@ var _ store.KeyStore = (*Engine)(nil)
 
 // CreateKey implements store.KeyStore.
 func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
-	if k.ID == "" || k.Secret == "" {
-		return fmt.Errorf("create access key: %w: empty id or secret", store.ErrInvalidArgument)
+	k, err := protocol.NewKey(k)
+	if err != nil {
+		return err
 	}
-	buckets := k.Buckets
-	if buckets == nil {
-		buckets = []string{}
-	}
-	bj, err := json.Marshal(buckets)
+	bj, err := json.Marshal(k.Buckets)
 	if err != nil {
 		return fmt.Errorf("create access key %q: encode buckets: %w", k.ID, err)
 	}

@@ -17,6 +17,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // writeBufSize is the size of each write into a stage file: large writes keep
@@ -428,4 +431,90 @@ func (m *Media) BlobIDs(ctx context.Context) ([]int64, error) {
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// Content returns the media as the large-content engine of the staged put
+// (protocol.Content): content that cannot take part in the metadata
+// transaction. A stage file is written and fsynced before BEGIN and renamed
+// into place under the new blob row's id inside the transaction, before
+// COMMIT, so no committed row lacks its file (design §2). replaceOrphans says
+// that a file already at a new row's id is an orphan to replace: so it is
+// where the metadata engine hands out the id of a rolled-back row again
+// (SQLite). Where ids never come back, such a file is not this put's to
+// replace, and the put fails.
+func (m *Media) Content(replaceOrphans bool) protocol.Content {
+	return files{m: m, replace: replaceOrphans}
+}
+
+type files struct {
+	m       *Media
+	replace bool
+}
+
+func (files) Tier() string { return store.TierLocal }
+
+// FreshID implements protocol.Content: files are placed under the id of
+// their new blob row.
+func (files) FreshID(context.Context) (int64, bool, error) { return 0, false, nil }
+
+// Stage implements protocol.Content. On error Stage has removed its partial
+// file already.
+func (f files) Stage(ctx context.Context, _ int64, r io.Reader) (protocol.Staged, error) {
+	sf, err := f.m.Stage(ctx, r)
+	return &stagedFile{files: f, sf: sf}, err
+}
+
+// Slot implements protocol.Content: files hold no database resource.
+func (files) Slot(context.Context) (func(), error) { return func() {}, nil }
+
+// stagedFile is a put's stage file (protocol.Staged).
+type stagedFile struct {
+	files
+	sf     *StageFile // nil if staging failed
+	placed int64
+}
+
+func (s *stagedFile) Claim(context.Context, protocol.Tx) (*uint32, error) { return nil, nil }
+
+// Place renames the stage file into place for a new blob row id; on dedup
+// the existing blob serves and the stage file is discarded.
+func (s *stagedFile) Place(ctx context.Context, _ protocol.Tx, id int64, inserted bool) error {
+	if !inserted {
+		return s.discard()
+	}
+	err := s.m.Publish(ctx, s.sf, id)
+	if errors.Is(err, fs.ErrExist) && s.replace {
+		// The row this transaction inserted holds id alone: the file is left
+		// by a transaction that published and then rolled back or crashed.
+		if rmErr := s.m.Remove(ctx, id); rmErr != nil {
+			return fmt.Errorf("publish content: replace orphan file of blob %d: %w", id, rmErr)
+		}
+		err = s.m.Publish(ctx, s.sf, id)
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		s.placed = id // the rename may have happened before a later step failed
+	}
+	if err != nil {
+		return fmt.Errorf("publish content: %w", err)
+	}
+	return nil
+}
+
+func (s *stagedFile) Placed() int64 { return s.placed }
+
+// Unstage discards the stage file; it is a no-op once the file is placed.
+func (s *stagedFile) Unstage(context.Context) error {
+	if s.sf == nil {
+		return nil
+	}
+	return s.discard()
+}
+
+func (s *stagedFile) Unplace(ctx context.Context, id int64) error { return s.m.Remove(ctx, id) }
+
+func (s *stagedFile) discard() error {
+	if err := s.sf.Discard(); err != nil {
+		return fmt.Errorf("discard staged content: %w", err)
+	}
+	return nil
 }

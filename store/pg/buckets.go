@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/pg/content"
 )
 
 // ListBuckets implements store.ObjectStore.
@@ -56,42 +57,37 @@ func (e *Engine) HeadBucket(ctx context.Context, name string) (store.Bucket, err
 	return b, nil
 }
 
-// DeleteBucket implements store.ObjectStore: a bucket with objects is
-// ErrBucketNotEmpty; in-progress multipart uploads go with the bucket, in the
-// same transaction, as on S3 (their part rows cascade, GC reclaims the part
-// blobs as after an abort). Row locks arbitrate the races: the DELETE of an
-// upload row waits for a Complete that holds it FOR UPDATE and for a part
-// write whose foreign-key check holds it FOR KEY SHARE; a part written after
-// the delete fails its foreign key (NoSuchUpload). An object committed
-// meanwhile (a put, or the Complete that was waited for) makes the final
-// DELETE fail its foreign key: ErrBucketNotEmpty, and the uploads stay.
-func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
-	err := e.withTx(ctx, func(tx pgx.Tx) error {
-		var exists, hasObjects bool
-		if err := tx.QueryRow(ctx, `SELECT
-				EXISTS (SELECT 1 FROM buckets WHERE name = $1),
-				EXISTS (SELECT 1 FROM objects WHERE bucket = $1)`, name).Scan(&exists, &hasObjects); err != nil {
-			return mapErr(err)
-		}
-		switch {
-		case !exists:
-			return store.ErrNoSuchBucket
-		case hasObjects:
+// BucketState implements protocol.Tx.
+func (t *txn) BucketState(ctx context.Context, name string) (exists, hasObjects bool, err error) {
+	if err := t.q.QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM buckets WHERE name = $1),
+			EXISTS (SELECT 1 FROM objects WHERE bucket = $1)`, name).Scan(&exists, &hasObjects); err != nil {
+		return false, false, mapErr(err)
+	}
+	return exists, hasObjects, nil
+}
+
+// DeleteUploads implements protocol.Tx. Row locks arbitrate the races of
+// DeleteBucket: the DELETE of an upload row waits for a Complete that holds
+// it FOR UPDATE and for a part write whose foreign-key check holds it FOR KEY
+// SHARE; a part written after the delete fails its foreign key
+// (NoSuchUpload).
+func (t *txn) DeleteUploads(ctx context.Context, bucket string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM uploads WHERE bucket = $1`, bucket); err != nil {
+		return fmt.Errorf("drop uploads: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DeleteBucket implements protocol.Tx: an object committed meanwhile (a put,
+// or a Complete that DeleteUploads waited for) fails the foreign key, and the
+// uploads stay with the rolled-back transaction.
+func (t *txn) DeleteBucket(ctx context.Context, name string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM buckets WHERE name = $1`, name); err != nil {
+		if isFKViolation(err, "objects_bucket_fkey") || isFKViolation(err, "uploads_bucket_fkey") {
 			return store.ErrBucketNotEmpty
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM uploads WHERE bucket = $1`, name); err != nil {
-			return fmt.Errorf("drop uploads: %w", mapErr(err))
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM buckets WHERE name = $1`, name); err != nil {
-			if isFKViolation(err, "objects_bucket_fkey") || isFKViolation(err, "uploads_bucket_fkey") {
-				return store.ErrBucketNotEmpty
-			}
-			return mapErr(err)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("delete bucket %q: %w", name, err)
+		return mapErr(err)
 	}
 	return nil
 }
@@ -99,15 +95,6 @@ func (e *Engine) DeleteBucket(ctx context.Context, name string) error {
 // bucketExists is checked before a body is read, so that a PUT into a missing
 // bucket fails before consuming its content. The FK on the row inserted later
 // is what decides under races.
-func (e *Engine) bucketExists(ctx context.Context, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, bucket string) error {
-	var ok bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM buckets WHERE name = $1)`, bucket).Scan(&ok); err != nil {
-		return fmt.Errorf("bucket %q: %w", bucket, mapErr(err))
-	}
-	if !ok {
-		return fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchBucket)
-	}
-	return nil
+func (e *Engine) bucketExists(ctx context.Context, q content.Querier, bucket string) error {
+	return (&txn{q: q}).BucketExists(ctx, bucket)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/s3gate/s3gate/store/pg/content"
 	"github.com/s3gate/s3gate/store/pgchunks"
 	"github.com/s3gate/s3gate/store/pglo"
+	"github.com/s3gate/s3gate/store/protocol"
 	"github.com/s3gate/s3gate/throttle"
 )
 
@@ -86,15 +87,17 @@ type Config struct {
 
 // Engine is the PostgreSQL metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	pool      *pgxpool.Pool
-	inlineMax int
-	large     string
-	content   content.Engine // pglo or pgchunks; nil for local
-	media     *localfs.Media // local only
-	region    string
-	pins      fleet.Pinner                // nil: no pinning
-	gov       *throttle.BandwidthGovernor // nil: unpaced
-	stager    *slotStager                 // staging writes, limited to a share of the pool
+	pool    *pgxpool.Pool
+	large   string
+	content content.Engine // pglo or pgchunks; nil for local
+	media   *localfs.Media // local only
+	region  string
+	pins    fleet.Pinner                // nil: no pinning
+	gov     *throttle.BandwidthGovernor // nil: unpaced
+	stager  *slotStager                 // staging writes, limited to a share of the pool
+	// The write protocol over this engine's dialect: PutObject, UploadPart,
+	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
+	*protocol.Store
 }
 
 var _ store.ObjectStore = (*Engine)(nil)
@@ -105,13 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("pg: empty database URL")
 	}
-	e := &Engine{inlineMax: cfg.InlineMax, region: cfg.Region, large: cfg.Large, pins: cfg.Pins, gov: cfg.Governor}
-	if e.inlineMax == 0 {
-		e.inlineMax = store.DefaultInlineMax
-	}
-	if e.inlineMax < 0 {
-		e.inlineMax = 0
-	}
+	e := &Engine{region: cfg.Region, large: cfg.Large, pins: cfg.Pins, gov: cfg.Governor}
 	if e.region == "" {
 		e.region = "us-east-1"
 	}
@@ -151,6 +148,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.pool = pool
 	e.stager = newSlotStager(pool, stageSlots(pcfg.MaxConns))
+	var large protocol.Content = pgContent{e}
+	if e.media != nil {
+		// Blob ids never come back: a file at a new id is not this put's.
+		large = e.media.Content(false)
+	}
+	e.Store = protocol.NewStore(dialect{e}, large, cfg.InlineMax, e.pins)
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
 		pool.Close()
@@ -228,18 +231,11 @@ func (e *Engine) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err erro
 	if err := tx.Commit(ctx); err != nil {
 		// pgx ends the transaction on a failed commit (or closes the connection).
 		committed = true
-		return &commitError{err: fmt.Errorf("commit: %w", mapErr(err))}
+		return &protocol.CommitError{Err: fmt.Errorf("commit: %w", mapErr(err))}
 	}
 	committed = true
 	return nil
 }
-
-// commitError marks a failed COMMIT, whose outcome may be unknown (the
-// connection can break after the server committed).
-type commitError struct{ err error }
-
-func (c *commitError) Error() string { return c.err.Error() }
-func (c *commitError) Unwrap() error { return c.err }
 
 // rollback ends tx on a fresh context. A failed rollback makes pgx close the
 // connection, so the pool destroys it rather than lend it out mid-transaction.

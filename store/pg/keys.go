@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // Access keys (store.KeyStore). Each call is one autocommit statement on the
@@ -19,20 +20,17 @@ var _ store.KeyStore = (*Engine)(nil)
 
 // CreateKey implements store.KeyStore.
 func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
-	if k.ID == "" || k.Secret == "" {
-		return fmt.Errorf("create access key: %w: empty id or secret", store.ErrInvalidArgument)
-	}
-	buckets := k.Buckets
-	if buckets == nil {
-		buckets = []string{}
+	k, err := protocol.NewKey(k)
+	if err != nil {
+		return err
 	}
 	var created any // NULL lets the column default (database time) apply
 	if !k.Created.IsZero() {
 		created = k.Created
 	}
-	_, err := e.pool.Exec(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at)
+	_, err = e.pool.Exec(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at)
 		VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, clock_timestamp()))`,
-		k.ID, k.Secret, buckets, k.ReadOnly, created)
+		k.ID, k.Secret, k.Buckets, k.ReadOnly, created)
 	if isUniqueViolation(err, "access_keys_pkey") {
 		return fmt.Errorf("create access key %q: %w", k.ID, store.ErrAccessKeyExists)
 	}

@@ -3,5 +3,6 @@
 // (resolve → conditions → range → pin → re-check → guarded stream), and S3's
 // write, copy and listing rules. It sees no SQL text: a metadata engine
 // (store/pg, store/embedded) contributes its statements, transactions, locks
-// and pins through small interfaces, and decides no step of the protocol.
+// and pins through small interfaces (Dialect, Tx), and decides no step of the
+// protocol. A large-content engine (pgchunks, pglo, files) is a Content.
 package protocol

@@ -1,7 +1,9 @@
 // Package content defines the interface between the PostgreSQL metadata engine
 // (store/pg) and the content engines that keep large blobs inside PostgreSQL
 // (store/pglo, store/pgchunks). It is a package of its own so that the engines
-// can implement it without importing store/pg, which constructs them.
+// can implement it without importing store/pg, which constructs them; store/pg
+// adapts them to protocol.Content, the content interface of the store
+// protocol, which must not see pgx.
 //
 // Content is staged outside any transaction (ADR 007): a stage row in
 // blob_stages owns it until the joint transaction of the put deletes that row

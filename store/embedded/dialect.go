@@ -1,0 +1,261 @@
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
+)
+
+// dialect is this engine's part of the store protocol (protocol.Dialect):
+// write transactions on the single writer connection under in-process locks.
+type dialect struct{ e *Engine }
+
+var _ protocol.Dialect = dialect{}
+
+// Write implements protocol.Dialect. The lock stripes are taken before BEGIN
+// IMMEDIATE: the transaction holds the only writer connection, so waiting for
+// a lock inside it would stall every writer.
+func (d dialect) Write(ctx context.Context, keys []int64, fn func(protocol.Tx) error) error {
+	stripes := make([]uint64, len(keys))
+	for i, k := range keys {
+		stripes[i] = uint64(k)
+	}
+	unlock, err := d.e.locks.lock(ctx, stripes...)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return d.e.withWrite(ctx, func(tx *sql.Tx) error { return fn(txn{q: tx}) })
+}
+
+// Read implements protocol.Dialect: a read transaction on the reader pool.
+func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
+	return d.e.withRead(ctx, func(tx *sql.Tx) error { return fn(txn{q: tx}) })
+}
+
+// Autocommit implements protocol.Dialect: statements on the reader pool.
+func (d dialect) Autocommit() protocol.Tx { return txn{q: d.e.rdb} }
+
+// txn runs the protocol's statements (protocol.Tx) on a transaction or on the
+// reader pool.
+type txn struct{ q querier }
+
+func (t txn) BucketExists(ctx context.Context, bucket string) error {
+	return bucketExists(ctx, t.q, bucket)
+}
+
+func (t txn) BlobExists(ctx context.Context, id int64) (bool, error) {
+	var exists bool
+	if err := t.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM blobs WHERE id = ?)`, id).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up blob %d: %w", id, mapErr(err))
+	}
+	return exists, nil
+}
+
+// UpsertBlob finds the blob with this content address or inserts a new row
+// (the single writer orders it against GC). Inline content of length 0 is
+// stored as an empty BLOB (the tier CHECK wants it non-NULL).
+func (t txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, error) {
+	var id int64
+	err := t.q.QueryRowContext(ctx, `SELECT id FROM blobs WHERE sha256 = ?`, b.Digests.SHA256[:]).Scan(&id)
+	if err == nil {
+		return id, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("find blob: %w", mapErr(err))
+	}
+	var data any
+	if b.Tier == store.TierInline {
+		inline := b.Inline
+		if len(inline) == 0 {
+			inline = []byte{}
+		}
+		data = inline
+	}
+	err = t.q.QueryRowContext(ctx, `INSERT INTO blobs (sha256, size, tier, inline_data, created_at)
+		VALUES (?, ?, ?, CASE WHEN ?3 = 'inline' THEN coalesce(?4, X'') END, ?) RETURNING id`,
+		b.Digests.SHA256[:], b.Digests.Size, b.Tier, data, toMicros(now())).Scan(&id)
+	if err != nil {
+		return 0, false, fmt.Errorf("insert blob: %w", mapErr(err))
+	}
+	return id, true, nil
+}
+
+func (t txn) CurrentObject(ctx context.Context, bucket, key string) (protocol.Current, error) {
+	var c protocol.Current
+	err := t.q.QueryRowContext(ctx, `SELECT etag, part_count FROM objects WHERE bucket = ? AND key = ?`,
+		bucket, key).Scan(&c.ETag, &c.PartCount)
+	if errors.Is(err, sql.ErrNoRows) {
+		return protocol.Current{}, nil
+	}
+	if err != nil {
+		return protocol.Current{}, fmt.Errorf("read current object: %w", mapErr(err))
+	}
+	c.Exists = true
+	return c, nil
+}
+
+func (t txn) DropManifest(ctx context.Context, bucket, key string) error {
+	if _, err := t.q.ExecContext(ctx, `DELETE FROM object_parts WHERE bucket = ? AND key = ?`, bucket, key); err != nil {
+		return fmt.Errorf("drop old manifest: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t txn) PutObjectRow(ctx context.Context, o protocol.ObjectRow) (time.Time, error) {
+	meta, err := json.Marshal(o.Meta)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("encode metadata: %w", err)
+	}
+	ck, err := checksumArg(o.Checksum)
+	if err != nil {
+		return time.Time{}, err
+	}
+	lm := now()
+	_, err = t.q.ExecContext(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (bucket, key) DO UPDATE SET blob_id = excluded.blob_id, size = excluded.size,
+			etag = excluded.etag, meta = excluded.meta, checksum = excluded.checksum,
+			part_count = excluded.part_count, last_modified = excluded.last_modified`,
+		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, string(meta), ck, o.PartCount, toMicros(lm))
+	if err != nil {
+		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+			return time.Time{}, store.ErrNoSuchBucket
+		}
+		return time.Time{}, fmt.Errorf("write object row: %w", mapErr(err))
+	}
+	return lm, nil
+}
+
+func (t txn) Upload(ctx context.Context, uploadID string, _ bool) (store.Upload, bool, error) {
+	u := store.Upload{UploadID: uploadID}
+	var meta string
+	var initiated int64
+	err := t.q.QueryRowContext(ctx, `SELECT bucket, key, meta, checksum_alg, checksum_type, initiated FROM uploads WHERE upload_id = ?`,
+		uploadID).Scan(&u.Bucket, &u.Key, &meta, &u.ChecksumAlgorithm, &u.ChecksumType, &initiated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Upload{}, false, nil
+	}
+	if err != nil {
+		return store.Upload{}, false, mapErr(err)
+	}
+	u.Initiated = fromMicros(initiated)
+	if u.Meta, err = parseMeta(meta); err != nil {
+		return store.Upload{}, false, err
+	}
+	return u, true, nil
+}
+
+func (t txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, blobID int64) error {
+	ck, err := checksumArg(pi.Checksum)
+	if err != nil {
+		return err
+	}
+	pi.LastModified = now()
+	_, err = t.q.ExecContext(ctx, `INSERT INTO upload_parts (upload_id, part_number, blob_id, size, etag, checksum, last_modified)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (upload_id, part_number) DO UPDATE SET blob_id = excluded.blob_id, size = excluded.size,
+			etag = excluded.etag, checksum = excluded.checksum, last_modified = excluded.last_modified`,
+		uploadID, pi.Number, blobID, pi.Size, pi.ETag, ck, toMicros(pi.LastModified))
+	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+		return store.ErrNoSuchUpload // completed or aborted meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("write part %d: %w", pi.Number, mapErr(err))
+	}
+	return nil
+}
+
+func (t txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	r, err := resolveObject(ctx, t.q, bucket, key)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return r.info, nil
+}
+
+// DeleteObjects implements protocol.Tx; the manifest rows go with the
+// objects (ON DELETE CASCADE).
+func (t txn) DeleteObjects(ctx context.Context, bucket string, keys []string) error {
+	for _, k := range keys {
+		if _, err := t.q.ExecContext(ctx, `DELETE FROM objects WHERE bucket = ? AND key = ?`, bucket, k); err != nil {
+			return mapErr(err)
+		}
+	}
+	return nil
+}
+
+func (t txn) CreateUpload(ctx context.Context, u *store.Upload) error {
+	mj, err := json.Marshal(u.Meta)
+	if err != nil {
+		return fmt.Errorf("encode metadata: %w", err)
+	}
+	u.Initiated = now()
+	_, err = t.q.ExecContext(ctx, `INSERT INTO uploads (upload_id, bucket, key, meta, checksum_alg, checksum_type, initiated)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, u.UploadID, u.Bucket, u.Key, string(mj), u.ChecksumAlgorithm, u.ChecksumType, toMicros(u.Initiated))
+	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+		return store.ErrNoSuchBucket
+	}
+	return mapErr(err)
+}
+
+func (t txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]protocol.PartRow, error) {
+	rows, err := t.q.QueryContext(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id FROM upload_parts
+		WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?`, uploadID, after, limit) // negative: no limit
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	var parts []protocol.PartRow
+	for rows.Next() {
+		var p protocol.PartRow
+		var ck sql.NullString
+		var lm int64
+		if err := rows.Scan(&p.Number, &p.Size, &p.ETag, &ck, &lm, &p.BlobID); err != nil {
+			return nil, fmt.Errorf("read parts: %w", err)
+		}
+		p.LastModified = fromMicros(lm)
+		if p.Checksum, err = parseChecksum(ck); err != nil {
+			return nil, fmt.Errorf("read parts: %w", err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
+	}
+	return parts, nil
+}
+
+func (t txn) WriteManifest(ctx context.Context, bucket, key, _ string, parts []protocol.PartRow) error {
+	for _, p := range parts {
+		ck, err := checksumArg(p.Checksum)
+		if err != nil {
+			return err
+		}
+		if _, err := t.q.ExecContext(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, bucket, key, p.Number, p.BlobID, p.Size, p.Start, p.ETag, ck); err != nil {
+			return fmt.Errorf("write manifest: %w", mapErr(err))
+		}
+	}
+	return nil
+}
+
+func (t txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (bool, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM uploads WHERE upload_id = ? AND bucket = ? AND key = ?`, uploadID, bucket, key)
+	if err != nil {
+		return false, fmt.Errorf("delete upload: %w", mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("delete upload: %w", err)
+	}
+	return n > 0, nil
+}

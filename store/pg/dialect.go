@@ -1,0 +1,247 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/protocol"
+)
+
+// dialect is this engine's part of the store protocol (protocol.Dialect):
+// pooled transactions with advisory transaction locks.
+type dialect struct{ e *Engine }
+
+var _ protocol.Dialect = dialect{}
+
+// Write implements protocol.Dialect: the locks are advisory transaction
+// locks taken at the start of the transaction, released by its end.
+func (d dialect) Write(ctx context.Context, keys []int64, fn func(protocol.Tx) error) error {
+	return d.e.withTx(ctx, func(tx pgx.Tx) error {
+		if len(keys) > 0 {
+			if err := lockXact(ctx, tx, keys...); err != nil {
+				return err
+			}
+		}
+		return fn(&txn{q: tx, tx: tx})
+	})
+}
+
+// Read implements protocol.Dialect.
+func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
+	return d.e.withTx(ctx, func(tx pgx.Tx) error { return fn(&txn{q: tx, tx: tx}) })
+}
+
+// Autocommit implements protocol.Dialect: statements on the pool.
+func (d dialect) Autocommit() protocol.Tx { return &txn{q: d.e.pool} }
+
+// txn runs the protocol's statements (protocol.Tx) on a transaction, or on
+// the pool (tx nil).
+type txn struct {
+	q  content.Querier
+	tx pgx.Tx
+}
+
+// pgxTx is the transaction of a protocol.Tx of this engine, for the content
+// engines' statements inside the joint transaction.
+func pgxTx(t protocol.Tx) (pgx.Tx, error) {
+	if t, ok := t.(*txn); ok && t.tx != nil {
+		return t.tx, nil
+	}
+	return nil, fmt.Errorf("pg: content needs a transaction of this engine, got %T", t)
+}
+
+func (t *txn) BucketExists(ctx context.Context, bucket string) error {
+	var ok bool
+	if err := t.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM buckets WHERE name = $1)`, bucket).Scan(&ok); err != nil {
+		return fmt.Errorf("bucket %q: %w", bucket, mapErr(err))
+	}
+	if !ok {
+		return fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchBucket)
+	}
+	return nil
+}
+
+func (t *txn) BlobExists(ctx context.Context, id int64) (bool, error) {
+	var exists bool
+	if err := t.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM blobs WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up blob %d: %w", id, mapErr(err))
+	}
+	return exists, nil
+}
+
+// UpsertBlob inserts the blob row, or finds and locks the existing row with
+// the same sha256 (the no-op update takes the row lock, which orders us
+// against a GC deleting that blob).
+func (t *txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, error) {
+	inline := b.Inline
+	if b.Tier == store.TierInline && inline == nil {
+		inline = []byte{} // the CHECK wants non-NULL inline data for the inline tier
+	}
+	var id *int64
+	if b.ID != 0 {
+		id = &b.ID
+	}
+	var got int64
+	var inserted bool
+	err := t.q.QueryRow(ctx, `INSERT INTO blobs (id, sha256, size, tier, inline_data, lo_oid)
+		VALUES (coalesce($1::bigint, nextval('blob_ids')), $2, $3, $4, $5, $6)
+		ON CONFLICT (sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
+		RETURNING id, (xmax = 0)`, id, b.Digests.SHA256[:], b.Digests.Size, b.Tier, inline, b.LargeObject).Scan(&got, &inserted)
+	if err != nil {
+		return 0, false, fmt.Errorf("upsert blob: %w", mapErr(err))
+	}
+	return got, inserted, nil
+}
+
+func (t *txn) CurrentObject(ctx context.Context, bucket, key string) (protocol.Current, error) {
+	var c protocol.Current
+	err := t.q.QueryRow(ctx, `SELECT etag, part_count FROM objects WHERE bucket = $1 AND key = $2 FOR UPDATE`,
+		bucket, key).Scan(&c.ETag, &c.PartCount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return protocol.Current{}, nil
+	}
+	if err != nil {
+		return protocol.Current{}, fmt.Errorf("read current object: %w", mapErr(err))
+	}
+	c.Exists = true
+	return c, nil
+}
+
+func (t *txn) DropManifest(ctx context.Context, bucket, key string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM object_parts WHERE bucket = $1 AND key = $2`, bucket, key); err != nil {
+		return fmt.Errorf("drop old manifest: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t *txn) PutObjectRow(ctx context.Context, o protocol.ObjectRow) (time.Time, error) {
+	var lm time.Time
+	err := t.q.QueryRow(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+		ON CONFLICT (bucket, key) DO UPDATE SET blob_id = EXCLUDED.blob_id, size = EXCLUDED.size,
+			etag = EXCLUDED.etag, meta = EXCLUDED.meta, checksum = EXCLUDED.checksum,
+			part_count = EXCLUDED.part_count, last_modified = EXCLUDED.last_modified
+		RETURNING last_modified`,
+		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, o.Meta, checksumArg(o.Checksum), o.PartCount).Scan(&lm)
+	if err != nil {
+		if isFKViolation(err, "objects_bucket_fkey") {
+			return time.Time{}, store.ErrNoSuchBucket
+		}
+		return time.Time{}, fmt.Errorf("write object row: %w", mapErr(err))
+	}
+	return lm, nil
+}
+
+func (t *txn) Upload(ctx context.Context, uploadID string, forUpdate bool) (store.Upload, bool, error) {
+	u := store.Upload{UploadID: uploadID}
+	sql := `SELECT bucket, key, meta, checksum_alg, checksum_type, initiated FROM uploads WHERE upload_id = $1`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	err := t.q.QueryRow(ctx, sql, uploadID).Scan(&u.Bucket, &u.Key, &u.Meta, &u.ChecksumAlgorithm, &u.ChecksumType, &u.Initiated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Upload{}, false, nil
+	}
+	if err != nil {
+		return store.Upload{}, false, mapErr(err)
+	}
+	return u, true, nil
+}
+
+func (t *txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, blobID int64) error {
+	err := t.q.QueryRow(ctx, `INSERT INTO upload_parts (upload_id, part_number, blob_id, size, etag, checksum, last_modified)
+		VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+		ON CONFLICT (upload_id, part_number) DO UPDATE SET blob_id = EXCLUDED.blob_id, size = EXCLUDED.size,
+			etag = EXCLUDED.etag, checksum = EXCLUDED.checksum, last_modified = EXCLUDED.last_modified
+		RETURNING last_modified`,
+		uploadID, pi.Number, blobID, pi.Size, pi.ETag, checksumArg(pi.Checksum)).Scan(&pi.LastModified)
+	if isFKViolation(err, "upload_parts_upload_id_fkey") {
+		return store.ErrNoSuchUpload // completed or aborted meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("write part %d: %w", pi.Number, mapErr(err))
+	}
+	return nil
+}
+
+func (t *txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
+	r, err := resolveObject(ctx, t.q, bucket, key, false, false)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return r.info, nil
+}
+
+// DeleteObjects implements protocol.Tx; the manifest rows go with the
+// objects (ON DELETE CASCADE).
+func (t *txn) DeleteObjects(ctx context.Context, bucket string, keys []string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM objects WHERE bucket = $1 AND key = ANY($2)`, bucket, keys); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+func (t *txn) CreateUpload(ctx context.Context, u *store.Upload) error {
+	err := t.q.QueryRow(ctx, `INSERT INTO uploads (upload_id, bucket, key, meta, checksum_alg, checksum_type)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING initiated`,
+		u.UploadID, u.Bucket, u.Key, u.Meta, u.ChecksumAlgorithm, u.ChecksumType).Scan(&u.Initiated)
+	if isFKViolation(err, "uploads_bucket_fkey") {
+		return store.ErrNoSuchBucket
+	}
+	return mapErr(err)
+}
+
+func (t *txn) ListParts(ctx context.Context, uploadID string, after, limit int) ([]protocol.PartRow, error) {
+	var lim *int // NULL: no limit
+	if limit >= 0 {
+		lim = &limit
+	}
+	rows, err := t.q.Query(ctx, `SELECT part_number, size, etag, checksum, last_modified, blob_id FROM upload_parts
+		WHERE upload_id = $1 AND part_number > $2 ORDER BY part_number LIMIT $3`, uploadID, after, lim)
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.PartRow, error) {
+		var p protocol.PartRow
+		var ck *store.Checksum
+		err := r.Scan(&p.Number, &p.Size, &p.ETag, &ck, &p.LastModified, &p.BlobID)
+		if ck != nil {
+			p.Checksum = *ck
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", mapErr(err))
+	}
+	return parts, nil
+}
+
+// WriteManifest copies the chosen part rows, by number, with their offsets.
+func (t *txn) WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []protocol.PartRow) error {
+	nums := make([]int32, len(parts))
+	starts := make([]int64, len(parts))
+	for i, p := range parts {
+		nums[i], starts[i] = int32(p.Number), p.Start
+	}
+	if _, err := t.q.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+		SELECT $1, $2, p.part_number, p.blob_id, p.size, x.start, p.etag, p.checksum
+		FROM upload_parts p JOIN unnest($4::int[], $5::bigint[]) AS x (n, start) ON x.n = p.part_number
+		WHERE p.upload_id = $3`, bucket, key, uploadID, nums, starts); err != nil {
+		return fmt.Errorf("write manifest: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t *txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (bool, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM uploads WHERE upload_id = $1 AND bucket = $2 AND key = $3`, uploadID, bucket, key)
+	if err != nil {
+		return false, fmt.Errorf("delete upload: %w", mapErr(err))
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -1,0 +1,120 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/s3gate/s3gate/store"
+)
+
+// Dialect is a metadata engine's part of the protocol: its transactions,
+// locks and statements. It decides no step; the protocol calls it in order.
+type Dialect interface {
+	// Write runs fn in one write transaction that holds the locks of keys
+	// (fleet's lock keys, taken in ascending order so that transactions taking
+	// several cannot deadlock) until it ends, and commits it. The transaction
+	// is ended on every path before its connection is given back (amendment
+	// A1). A failed COMMIT, whose outcome may be unknown, is a *CommitError.
+	Write(ctx context.Context, keys []int64, fn func(tx Tx) error) error
+	// Read runs fn in one read snapshot.
+	Read(ctx context.Context, fn func(tx Tx) error) error
+	// Autocommit runs each statement on its own, outside any transaction; the
+	// protocol only reads through it.
+	Autocommit() Tx
+}
+
+// Tx is the statements the protocol runs, inside a transaction of the
+// dialect or in autocommit. Errors name their step; a foreign key that fails
+// because the bucket or the upload is gone is store.ErrNoSuchBucket or
+// store.ErrNoSuchUpload.
+type Tx interface {
+	// BucketExists is nil or an error wrapping store.ErrNoSuchBucket.
+	BucketExists(ctx context.Context, bucket string) error
+	// BucketState reports whether the bucket exists and has objects.
+	BucketState(ctx context.Context, bucket string) (exists, hasObjects bool, err error)
+	// DeleteUploads deletes the uploads of a bucket (their part rows go with
+	// them).
+	DeleteUploads(ctx context.Context, bucket string) error
+	// DeleteBucket deletes the bucket row; an object or upload written
+	// meanwhile makes it store.ErrBucketNotEmpty.
+	DeleteBucket(ctx context.Context, bucket string) error
+	// BlobExists reports whether the blob row id exists.
+	BlobExists(ctx context.Context, id int64) (bool, error)
+	// UpsertBlob inserts the blob row, or finds the row with the same SHA-256
+	// (and orders itself against a GC deleting it); inserted is false then.
+	UpsertBlob(ctx context.Context, b Blob) (id int64, inserted bool, err error)
+	// CurrentObject reads (and locks, where rows can be locked) the object row.
+	CurrentObject(ctx context.Context, bucket, key string) (Current, error)
+	// DropManifest deletes the manifest rows of a multipart object.
+	DropManifest(ctx context.Context, bucket, key string) error
+	// PutObjectRow inserts or replaces the object row and returns its
+	// last-modified time.
+	PutObjectRow(ctx context.Context, o ObjectRow) (time.Time, error)
+	// ObjectInfo resolves the object as it stands (store.ErrNoSuchKey if none).
+	ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error)
+	// DeleteObjects deletes the object rows of keys (a missing one is no
+	// error); their manifest rows go with them.
+	DeleteObjects(ctx context.Context, bucket string, keys []string) error
+	// CreateUpload inserts the upload row and sets u.Initiated.
+	CreateUpload(ctx context.Context, u *store.Upload) error
+	// Upload reads an upload row, locking it if forUpdate; found is false if
+	// there is none.
+	Upload(ctx context.Context, uploadID string, forUpdate bool) (u store.Upload, found bool, err error)
+	// PutPart inserts or replaces a part row referencing blobID and sets
+	// pi.LastModified.
+	PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, blobID int64) error
+	// ListParts lists the parts of an upload numbered above after, in order,
+	// at most limit of them (all if limit < 0).
+	ListParts(ctx context.Context, uploadID string, after, limit int) ([]PartRow, error)
+	// WriteManifest writes the manifest rows of bucket/key from the given
+	// parts of uploadID (the part rows hold the same values).
+	WriteManifest(ctx context.Context, bucket, key, uploadID string, parts []PartRow) error
+	// DeleteUpload deletes the upload row of bucket/key (its part rows go
+	// with it); deleted is false if there was none.
+	DeleteUpload(ctx context.Context, bucket, key, uploadID string) (deleted bool, err error)
+}
+
+// Blob is a blob row to upsert.
+type Blob struct {
+	// ID is the fresh id the content was staged under; 0 lets the dialect
+	// assign one.
+	ID      int64
+	Digests store.Digests
+	Tier    string
+	// Inline is the content of an inline blob.
+	Inline []byte
+	// LargeObject is the large object holding a pglo blob's content.
+	LargeObject *uint32
+}
+
+// Current is what a write checks of the object it replaces.
+type Current struct {
+	Exists    bool
+	ETag      string
+	PartCount int
+}
+
+// ObjectRow is an object row to write.
+type ObjectRow struct {
+	Bucket, Key string
+	BlobID      *int64 // nil for a multipart manifest
+	Size        int64
+	ETag        string
+	Meta        store.ObjectMeta
+	Checksum    store.Checksum
+	PartCount   int
+}
+
+// PartRow is a part of an upload, or of a multipart object's manifest.
+type PartRow struct {
+	store.PartInfo
+	BlobID int64
+	Start  int64 // in a manifest: the offset of the part in the object
+}
+
+// CommitError is a failed COMMIT, whose outcome may be unknown: the
+// connection can break after the server committed.
+type CommitError struct{ Err error }
+
+func (c *CommitError) Error() string { return c.Err.Error() }
+func (c *CommitError) Unwrap() error { return c.Err }

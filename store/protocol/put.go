@@ -1,0 +1,223 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/store"
+)
+
+// CleanupTimeout bounds the clean-up after a failed put (unstage, removal of
+// a placed file). It runs on a fresh context because the request's may be the
+// reason for the failure.
+const CleanupTimeout = 5 * time.Second
+
+// Store is the write protocol over one metadata dialect and one large-content
+// engine: the store.ObjectStore methods that write (puts, multipart uploads,
+// deletes). A metadata engine embeds it.
+type Store struct {
+	dialect   Dialect
+	content   Content
+	inlineMax int
+	pins      fleet.Pinner
+}
+
+// NewStore returns the protocol over d. content receives the content above
+// inlineMax bytes (the inline knee: smaller content goes in the blob row; 0
+// means store.DefaultInlineMax, negative stores nothing inline). pins pins
+// the fresh blob id of content staged under one for as long as its put runs,
+// so that GC's stage reaper leaves it alone however slow the client (ADR 007);
+// nil: only the stage grace protects.
+func NewStore(d Dialect, content Content, inlineMax int, pins fleet.Pinner) *Store {
+	if inlineMax == 0 {
+		inlineMax = store.DefaultInlineMax
+	}
+	return &Store{dialect: d, content: content, inlineMax: max(inlineMax, 0), pins: pins}
+}
+
+// publishFunc writes the rows that reference the new blob (object row,
+// upload part row) inside the joint transaction.
+type publishFunc func(ctx context.Context, tx Tx, blobID int64, d store.Digests) error
+
+// PutObject implements store.ObjectStore.
+func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reader, opts store.PutOptions) (store.ObjectInfo, error) {
+	if err := s.dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
+		return store.ObjectInfo{}, fmt.Errorf("put %s/%s: %w", bucket, key, err)
+	}
+	info := store.ObjectInfo{Bucket: bucket, Key: key, Meta: opts.Meta}
+	err := s.stagedPut(ctx, body, opts, []int64{fleet.ObjectLockKey(bucket, key)}, func(ctx context.Context, tx Tx, id int64, d store.Digests) error {
+		info.Size = d.Size
+		info.ETag = hex.EncodeToString(d.MD5[:])
+		info.Checksum = d.Checksum
+		lm, err := WriteObject(ctx, tx, ObjectRow{Bucket: bucket, Key: key, BlobID: &id, Size: info.Size,
+			ETag: info.ETag, Meta: opts.Meta, Checksum: info.Checksum}, opts)
+		info.LastModified = lm
+		return err
+	})
+	if err != nil {
+		return store.ObjectInfo{}, fmt.Errorf("put %s/%s: %w", bucket, key, err)
+	}
+	return info, nil
+}
+
+// UploadPart implements store.ObjectStore: a staged put whose blob is
+// referenced by a part row, written under the upload's lock. When the upload
+// has a checksum algorithm and the request names none, that algorithm is
+// computed for the part so that Complete can combine it.
+func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, partNumber int, body io.Reader, opts store.PutOptions) (store.PartInfo, error) {
+	u, err := LoadUpload(ctx, s.dialect.Autocommit(), bucket, key, uploadID, false)
+	if err != nil {
+		return store.PartInfo{}, err
+	}
+	if opts, err = PartPutOptions(u, opts); err != nil {
+		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
+	}
+	pi := store.PartInfo{Number: partNumber}
+	err = s.stagedPut(ctx, body, opts, []int64{fleet.UploadLockKey(uploadID)}, func(ctx context.Context, tx Tx, id int64, d store.Digests) error {
+		pi.Size = d.Size
+		pi.ETag = hex.EncodeToString(d.MD5[:])
+		pi.Checksum = d.Checksum
+		return tx.PutPart(ctx, uploadID, &pi, id)
+	})
+	if err != nil {
+		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
+	}
+	return pi, nil
+}
+
+// WriteObject replaces the object row, after checking the conditional-write
+// options against the current row, and drops the manifest of a previous
+// multipart object. The caller holds the object's lock and writes the new
+// manifest afterwards.
+func WriteObject(ctx context.Context, tx Tx, o ObjectRow, opts store.PutOptions) (time.Time, error) {
+	cur, err := tx.CurrentObject(ctx, o.Bucket, o.Key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := CheckWriteConditions(opts, cur.Exists, cur.ETag); err != nil {
+		return time.Time{}, err
+	}
+	if cur.PartCount > 0 {
+		if err := tx.DropManifest(ctx, o.Bucket, o.Key); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return tx.PutObjectRow(ctx, o)
+}
+
+// stagedPut is the put path of PutObject, UploadPart and the byte-copy form
+// of UploadPartCopy (design §2): hash the body while staging it (in memory up
+// to the knee, else into the large engine's stage, outside any transaction),
+// verify every digest (Body.Finish), then publish blob and referencing rows
+// in one short joint transaction under the locks of keys. A bad digest, a
+// failing body or any error after BEGIN leaves nothing: no rows, no staged
+// content, no file.
+func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOptions, keys []int64, publish publishFunc) error {
+	body := store.NewBody(r, opts)
+	head, fits, err := store.ReadKnee(body, s.inlineMax)
+	if err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if !fits {
+		return s.stagedPutLarge(ctx, body, io.MultiReader(bytes.NewReader(head), body), keys, publish)
+	}
+	d, err := body.Finish()
+	if err != nil {
+		return err
+	}
+	return s.dialect.Write(ctx, keys, func(tx Tx) error {
+		id, _, err := tx.UpsertBlob(ctx, Blob{Digests: d, Tier: store.TierInline, Inline: head})
+		if err != nil {
+			return err
+		}
+		return publish(ctx, tx, id, d)
+	})
+}
+
+// stagedPutLarge stages the content outside any transaction, so that a slow
+// client holds no transaction and no connection while it sends its body, and
+// publishes it in the joint transaction: claim the stage, upsert the blob row
+// (on dedup the staged content is dropped), place the content under a new
+// row (a file is renamed into place before COMMIT), write the referencing
+// rows. Every failure unstages; a crash leaves staged content for GC.
+func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reader, keys []int64, publish publishFunc) error {
+	id, fresh, err := s.content.FreshID(ctx)
+	if err != nil {
+		return err
+	}
+	if fresh && s.pins != nil {
+		// Released after the publish or the unstage, never before.
+		pin, err := s.pins.Acquire(ctx, id)
+		if err != nil {
+			return fmt.Errorf("pin staged blob %d: %w", id, err)
+		}
+		defer pin.Release()
+	}
+	st, err := s.content.Stage(ctx, id, r)
+	if err != nil {
+		return s.abandon(ctx, st, fmt.Errorf("stage content: %w", err))
+	}
+	d, err := body.Finish()
+	if err != nil {
+		return s.abandon(ctx, st, err)
+	}
+	release, err := s.content.Slot(ctx)
+	if err != nil {
+		return s.abandon(ctx, st, err)
+	}
+	defer release()
+	err = s.dialect.Write(ctx, keys, func(tx Tx) error {
+		lo, err := st.Claim(ctx, tx)
+		if err != nil {
+			return err
+		}
+		got, inserted, err := tx.UpsertBlob(ctx, Blob{ID: id, Digests: d, Tier: s.content.Tier(), LargeObject: lo})
+		if err != nil {
+			return err
+		}
+		if err := st.Place(ctx, tx, got, inserted); err != nil {
+			return err
+		}
+		return publish(ctx, tx, got, d)
+	})
+	if err != nil {
+		return s.abandon(ctx, st, err)
+	}
+	return nil
+}
+
+// abandon cleans up after a large put failed with err, on a fresh context: it
+// drops what is still staged (a COMMIT that failed but took effect claimed
+// it, so nothing published is dropped), and removes content placed outside
+// the transaction if its blob row certainly does not exist.
+func (s *Store) abandon(ctx context.Context, st Staged, err error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+	defer cancel()
+	out := errors.Join(err, st.Unstage(rctx))
+	if id := st.Placed(); id != 0 && s.blobRowAbsent(rctx, err, id) {
+		if rmErr := st.Unplace(rctx, id); rmErr != nil {
+			out = errors.Join(out, fmt.Errorf("remove unpublished blob %d: %w", id, rmErr))
+		}
+	}
+	return out
+}
+
+// blobRowAbsent reports whether it is certain that no committed blob row id
+// exists after the joint transaction failed with txErr. A failed COMMIT may
+// have committed: then the row is looked up, and if that fails too the
+// content stays (an orphan for GC is harmless; a row without its content is
+// not).
+func (s *Store) blobRowAbsent(ctx context.Context, txErr error, id int64) bool {
+	var ce *CommitError
+	if !errors.As(txErr, &ce) {
+		return true
+	}
+	exists, err := s.dialect.Autocommit().BlobExists(ctx, id)
+	return err == nil && !exists
+}
