@@ -57,7 +57,8 @@ type Env struct {
 	// pin, no open transaction, no lock.
 	Idle func(t testing.TB)
 	// ReapStages drops every stage with its content, as GC's stage reaper
-	// does with an abandoned one; nil where a put's stage is not reaped.
+	// does with an abandoned one; nil where a put's stage is not reaped. It
+	// is called from within a put's body read, so it reports with Errorf.
 	ReapStages func(t testing.TB)
 }
 
