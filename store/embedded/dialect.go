@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
@@ -43,6 +44,11 @@ func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
 
 // Autocommit implements protocol.Dialect: statements on the reader pool.
 func (d dialect) Autocommit() protocol.Tx { return txn{q: d.e.rdb} }
+
+// OpenContent implements protocol.Dialect.
+func (d dialect) OpenContent(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
+	return d.e.openContent(ctx, b, off, n)
+}
 
 // txn runs the protocol's statements (protocol.Tx) on a transaction or on the
 // reader pool.
@@ -174,12 +180,58 @@ func (t txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, b
 	return nil
 }
 
-func (t txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
-	r, err := resolveObject(ctx, t.q, bucket, key)
-	if err != nil {
-		return store.ObjectInfo{}, err
+// Resolve implements protocol.Tx. Object and manifest are two statements:
+// in autocommit they run in a read transaction of their own (one snapshot);
+// a write transaction holds the only writer, so nothing changes under it.
+func (t txn) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
+	db, ok := t.q.(*sql.DB)
+	if !ok {
+		return resolveObject(ctx, t.q, bucket, key, withInline)
 	}
-	return r.info, nil
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("begin read: %w", mapErr(err))
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
+	return resolveObject(ctx, tx, bucket, key, withInline)
+}
+
+func (t txn) InlineData(ctx context.Context, id int64) ([]byte, bool, error) {
+	var data []byte
+	err := t.q.QueryRowContext(ctx, `SELECT coalesce(inline_data, X'') FROM blobs WHERE id = ?`, id).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	return data, true, nil
+}
+
+func (t txn) UpdateObjectMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta, ck store.Checksum) (time.Time, error) {
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("encode metadata: %w", err)
+	}
+	c, err := checksumArg(ck)
+	if err != nil {
+		return time.Time{}, err
+	}
+	lm := now()
+	if _, err := t.q.ExecContext(ctx, `UPDATE objects SET meta = ?, checksum = ?, last_modified = ? WHERE bucket = ? AND key = ?`,
+		string(m), c, toMicros(lm), bucket, key); err != nil {
+		return time.Time{}, fmt.Errorf("update metadata: %w", mapErr(err))
+	}
+	return lm, nil
+}
+
+func (t txn) CopyManifest(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error {
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+		SELECT ?, ?, part_number, blob_id, size, start_offset, etag, checksum
+		FROM object_parts WHERE bucket = ? AND key = ?`, dstBucket, dstKey, srcBucket, srcKey); err != nil {
+		return fmt.Errorf("copy manifest: %w", mapErr(err))
+	}
+	return nil
 }
 
 // DeleteObjects implements protocol.Tx; the manifest rows go with the

@@ -111,7 +111,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	// SQLite hands the id of a rolled-back blob row out again: a file found
 	// at a new row's id is the orphan of that rollback.
-	e.Store = protocol.NewStore(dialect{e}, media.Content(true), cfg.InlineMax, nil)
+	// Its pins are in process and never lost.
+	e.Store = protocol.NewStore(dialect{e}, protocol.Config{Engine: "embedded", Content: media.Content(true),
+		InlineMax: cfg.InlineMax, Pins: e.pins, Governor: e.gov})
 
 	path := filepath.Join(dir, MetaFile)
 	if err := privateDB(path); err != nil {
@@ -273,10 +275,6 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 func toMicros(t time.Time) int64    { return t.UnixMicro() }
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-// The in-process locks use fleet's keys, the same as store/pg's advisory locks.
-func objectLockKey(b, k string) uint64 { return uint64(fleet.ObjectLockKey(b, k)) }
-func uploadLockKey(id string) uint64   { return uint64(fleet.UploadLockKey(id)) }
 
 // lockStripes is the number of in-process object lock stripes. Two identities
 // that share a stripe merely wait for each other.

@@ -1,12 +1,7 @@
 package embedded
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"github.com/s3gate/s3gate/fleet"
-	"github.com/s3gate/s3gate/store"
 )
 
 // Content pins of the embedded engine are a fleet.LocalPins: in-process,
@@ -30,12 +25,3 @@ func (e *Engine) PinCount() int { return int(e.pins.Metrics().PinsHeld.Load()) }
 
 // Pins returns the engine's pins, for a sweeper's TryExclusive and metrics.
 func (e *Engine) Pins() *fleet.LocalPins { return e.pins }
-
-// pin pins a blob for a stream; a full pin table is store.ErrSlowDown.
-func (e *Engine) pin(ctx context.Context, id int64) (fleet.Pin, error) {
-	p, err := e.pins.Acquire(ctx, id)
-	if errors.Is(err, fleet.ErrTooManyPins) {
-		return nil, fmt.Errorf("%w: %w", store.ErrSlowDown, err)
-	}
-	return p, err
-}

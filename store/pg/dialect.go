@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +29,7 @@ func (d dialect) Write(ctx context.Context, keys []int64, fn func(protocol.Tx) e
 				return err
 			}
 		}
-		return fn(&txn{q: tx, tx: tx})
+		return fn(&txn{q: tx, tx: tx, write: true})
 	})
 }
 
@@ -40,11 +41,17 @@ func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
 // Autocommit implements protocol.Dialect: statements on the pool.
 func (d dialect) Autocommit() protocol.Tx { return &txn{q: d.e.pool} }
 
+// OpenContent implements protocol.Dialect.
+func (d dialect) OpenContent(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
+	return d.e.openContent(ctx, b, off, n)
+}
+
 // txn runs the protocol's statements (protocol.Tx) on a transaction, or on
 // the pool (tx nil).
 type txn struct {
-	q  content.Querier
-	tx pgx.Tx
+	q     content.Querier
+	tx    pgx.Tx
+	write bool // a write transaction: resolved rows are locked FOR SHARE
 }
 
 // pgxTx is the transaction of a protocol.Tx of this engine, for the content
@@ -170,12 +177,39 @@ func (t *txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, 
 	return nil
 }
 
-func (t *txn) ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error) {
-	r, err := resolveObject(ctx, t.q, bucket, key, false, false)
-	if err != nil {
-		return store.ObjectInfo{}, err
+// Resolve implements protocol.Tx.
+func (t *txn) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
+	return resolveObject(ctx, t.q, bucket, key, withInline, t.write)
+}
+
+func (t *txn) InlineData(ctx context.Context, id int64) ([]byte, bool, error) {
+	var data []byte
+	err := t.q.QueryRow(ctx, `SELECT inline_data FROM blobs WHERE id = $1`, id).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
 	}
-	return r.info, nil
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	return data, true, nil
+}
+
+func (t *txn) UpdateObjectMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta, ck store.Checksum) (time.Time, error) {
+	var lm time.Time
+	if err := t.q.QueryRow(ctx, `UPDATE objects SET meta = $3, checksum = $4, last_modified = clock_timestamp()
+		WHERE bucket = $1 AND key = $2 RETURNING last_modified`, bucket, key, meta, checksumArg(ck)).Scan(&lm); err != nil {
+		return time.Time{}, fmt.Errorf("update metadata: %w", mapErr(err))
+	}
+	return lm, nil
+}
+
+func (t *txn) CopyManifest(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error {
+	if _, err := t.q.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+		SELECT $3, $4, part_number, blob_id, size, start_offset, etag, checksum
+		FROM object_parts WHERE bucket = $1 AND key = $2`, srcBucket, srcKey, dstBucket, dstKey); err != nil {
+		return fmt.Errorf("copy manifest: %w", mapErr(err))
+	}
+	return nil
 }
 
 // DeleteObjects implements protocol.Tx; the manifest rows go with the
@@ -244,4 +278,12 @@ func (t *txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (b
 		return false, fmt.Errorf("delete upload: %w", mapErr(err))
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// checksumArg stores an empty checksum as NULL.
+func checksumArg(c store.Checksum) any {
+	if c.Algorithm == "" {
+		return nil
+	}
+	return c
 }

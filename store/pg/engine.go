@@ -153,7 +153,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		// Blob ids never come back: a file at a new id is not this put's.
 		large = e.media.Content(false)
 	}
-	e.Store = protocol.NewStore(dialect{e}, large, cfg.InlineMax, e.pins)
+	// A pin session's advisory locks can be lost (design §3).
+	e.Store = protocol.NewStore(dialect{e}, protocol.Config{Engine: "pg", Content: large, InlineMax: cfg.InlineMax,
+		Pins: e.pins, PinsLosable: true, Governor: e.gov})
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
 		pool.Close()

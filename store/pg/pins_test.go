@@ -741,12 +741,12 @@ func TestMapPinErr(t *testing.T) {
 		{context.Canceled, context.Canceled},
 	}
 	for _, c := range cases {
-		got := mapPinErr(c.err)
+		got := protocol.PinErr(c.err)
 		if !errors.Is(got, c.want) || !errors.Is(got, c.err) {
-			t.Errorf("mapPinErr(%v) = %v, want it to wrap %v and the cause", c.err, got, c.want)
+			t.Errorf("protocol.PinErr(%v) = %v, want it to wrap %v and the cause", c.err, got, c.want)
 		}
 		if c.want == context.Canceled && (errors.Is(got, store.ErrUnavailable) || errors.Is(got, store.ErrSlowDown)) {
-			t.Errorf("mapPinErr(%v) = %v: a cancellation is no 503", c.err, got)
+			t.Errorf("protocol.PinErr(%v) = %v: a cancellation is no 503", c.err, got)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/s3gate/s3gate/store"
@@ -21,6 +22,11 @@ type Dialect interface {
 	// Autocommit runs each statement on its own, outside any transaction; the
 	// protocol only reads through it.
 	Autocommit() Tx
+	// OpenContent opens n bytes at off of a blob whose content is outside its
+	// row, with the content engine of its tier (whatever engine new content
+	// is written with). It reads lazily, never more than a chunk at a time,
+	// and outside any transaction.
+	OpenContent(ctx context.Context, b BlobLoc, off, n int64) (io.ReadCloser, error)
 }
 
 // Tx is the statements the protocol runs, inside a transaction of the
@@ -50,8 +56,19 @@ type Tx interface {
 	// PutObjectRow inserts or replaces the object row and returns its
 	// last-modified time.
 	PutObjectRow(ctx context.Context, o ObjectRow) (time.Time, error)
-	// ObjectInfo resolves the object as it stands (store.ErrNoSuchKey if none).
-	ObjectInfo(ctx context.Context, bucket, key string) (store.ObjectInfo, error)
+	// Resolve reads the object with its blob or manifest in one snapshot,
+	// with the inline content of a single-blob object when withInline. In a
+	// write transaction the object row is kept from changing until it ends.
+	// A missing object is store.ErrNoSuchKey.
+	Resolve(ctx context.Context, bucket, key string, withInline bool) (*Resolved, error)
+	// InlineData reads the content of an inline blob from its row; found is
+	// false if the row is gone.
+	InlineData(ctx context.Context, id int64) (data []byte, found bool, err error)
+	// UpdateObjectMeta replaces the metadata and checksum of an object row
+	// and returns its new last-modified time.
+	UpdateObjectMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta, ck store.Checksum) (time.Time, error)
+	// CopyManifest copies the manifest rows of one object to another.
+	CopyManifest(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error
 	// DeleteObjects deletes the object rows of keys (a missing one is no
 	// error); their manifest rows go with them.
 	DeleteObjects(ctx context.Context, bucket string, keys []string) error

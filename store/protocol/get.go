@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ type BlobLoc struct {
 	// 0 where the blob id is the reference.
 	Ref int64
 	// Inline is the content of an inline blob when it was read with the
-	// metadata; nil means the dialect reads it when the stream reaches it.
+	// metadata; nil means it is read when the stream reaches it.
 	Inline []byte
 }
 
@@ -83,45 +84,29 @@ func (r *Resolved) SelectRange(opts store.GetOptions) (*store.ByteRange, error) 
 	}, opts)
 }
 
-// ReadDialect is what a metadata engine contributes to GET and HEAD: its
-// statements. It decides no step; Reads orders them.
-type ReadDialect interface {
-	// Resolve reads the object with its blob or manifest in one snapshot,
-	// with the inline content of a single-blob object when withInline. A
-	// missing object is store.ErrNoSuchKey.
-	Resolve(ctx context.Context, bucket, key string, withInline bool) (*Resolved, error)
-	// BucketExists is nil for an existing bucket, else store.ErrNoSuchBucket.
-	BucketExists(ctx context.Context, bucket string) error
-	// BlobExists reports, with a fresh statement (not a resolving snapshot),
-	// whether the blob row still exists.
-	BlobExists(ctx context.Context, id int64) (bool, error)
-	// OpenBlob opens n bytes at off of a blob. An inline blob without its
-	// bytes is read now from its row (no pin needed: exact bytes or no row;
-	// no row wraps store.ErrUnavailable and ErrVanished).
-	OpenBlob(ctx context.Context, b BlobLoc, off, n int64) (io.ReadCloser, error)
+// PinErr wraps a pin error with the store sentinel that s3api answers: a
+// full pin table is 503 SlowDown, a lost or closed pin session 503.
+func PinErr(err error) error {
+	switch {
+	case errors.Is(err, fleet.ErrTooManyPins):
+		return fmt.Errorf("%w: %w", store.ErrSlowDown, err)
+	case errors.Is(err, fleet.ErrSessionLost), errors.Is(err, fleet.ErrPinLost),
+		errors.Is(err, fleet.ErrWindowExpired), errors.Is(err, fleet.ErrPinsClosed):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
 }
 
-// Reads is the GET protocol of one engine: resolve → conditions → range →
-// pin → re-check → guarded stream.
-type Reads struct {
-	// Engine names the engine in errors.
-	Engine  string
-	Dialect ReadDialect
-	// Pin pins a blob for a stream; nil means no pinning (tools and tests
-	// that run without GC). Its errors wrap store's sentinels (a full pin
-	// table is store.ErrSlowDown).
-	Pin func(ctx context.Context, id int64) (fleet.Pin, error)
-	// PinsLosable says the pins can be lost (a pin session on PostgreSQL):
-	// then answers that stream nothing (HEAD, 304, 412, 416) prove that the
-	// content they describe can be protected, and streams check their pin
-	// around every read even without a governor. In-process pins are never
-	// lost.
-	PinsLosable bool
-	// Gov paces GET streams; nil means unpaced.
-	Gov *throttle.BandwidthGovernor
+// pin pins a blob for a stream.
+func (s *Store) pin(ctx context.Context, id int64) (fleet.Pin, error) {
+	p, err := s.pins.Acquire(ctx, id)
+	if err != nil {
+		return nil, PinErr(err)
+	}
+	return p, nil
 }
 
-// Get implements store.ObjectStore's GetObject. Metadata (with inline bytes)
+// GetObject implements store.ObjectStore. Metadata (with inline bytes)
 // comes from one snapshot and needs no pin; the first blob the response
 // streams is pinned and re-checked in a fresh statement before the headers
 // go out; later blobs (the parts of a multipart object) are pinned and
@@ -129,9 +114,9 @@ type Reads struct {
 // pin however many parts it spans. The reader is paced by the governor and
 // guarded by its pin (before the first read, every quantum and at EOF);
 // Close releases it.
-func (g *Reads) Get(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
+func (s *Store) GetObject(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (store.ObjectInfo, *store.ByteRange, store.Reader, error) {
 	for attempt := 1; ; attempt++ {
-		info, rng, rd, vanished, err := g.getOnce(ctx, bucket, key, opts, head)
+		info, rng, rd, vanished, err := s.getOnce(ctx, bucket, key, opts, head)
 		if !vanished {
 			return info, rng, rd, err
 		}
@@ -146,7 +131,7 @@ func (g *Reads) Get(ctx context.Context, bucket, key string, opts store.GetOptio
 // blob no longer exists: the object changed since the snapshot, resolve
 // again. The answers about the object as resolved (304, 412, 416, a missing
 // part) are returned as they are, failures with the request's context.
-func (g *Reads) getOnce(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (
+func (s *Store) getOnce(ctx context.Context, bucket, key string, opts store.GetOptions, head bool) (
 	info store.ObjectInfo, rng *store.ByteRange, rd store.Reader, vanished bool, err error) {
 	fail := func(err error) error {
 		if head {
@@ -154,12 +139,12 @@ func (g *Reads) getOnce(ctx context.Context, bucket, key string, opts store.GetO
 		}
 		return fmt.Errorf("get %s/%s: %w", bucket, key, err)
 	}
-	r, err := g.Resolve(ctx, bucket, key, !head)
+	r, err := s.Resolve(ctx, bucket, key, !head)
 	if err != nil {
 		return store.ObjectInfo{}, nil, nil, false, fail(err)
 	}
 	if cerr := store.EvalConditions(opts.Cond, r.Info.ETag, r.Info.LastModified); cerr != nil {
-		if err := g.proveProtection(ctx, r.Segments(0, r.Info.Size)); err != nil {
+		if err := s.proveProtection(ctx, r.Segments(0, r.Info.Size)); err != nil {
 			return r.Info, nil, nil, false, fail(err)
 		}
 		return r.Info, nil, nil, false, cerr
@@ -167,7 +152,7 @@ func (g *Reads) getOnce(ctx context.Context, bucket, key string, opts store.GetO
 	rng, err = r.SelectRange(opts)
 	if err != nil {
 		if errors.Is(err, store.ErrInvalidRange) {
-			if perr := g.proveProtection(ctx, r.Segments(0, r.Info.Size)); perr != nil {
+			if perr := s.proveProtection(ctx, r.Segments(0, r.Info.Size)); perr != nil {
 				return r.Info, nil, nil, false, fail(perr)
 			}
 		}
@@ -178,12 +163,12 @@ func (g *Reads) getOnce(ctx context.Context, bucket, key string, opts store.GetO
 		start, n = rng.Start, rng.End-rng.Start+1
 	}
 	if head {
-		if err := g.proveProtection(ctx, r.Segments(start, n)); err != nil {
+		if err := s.proveProtection(ctx, r.Segments(start, n)); err != nil {
 			return r.Info, nil, nil, false, fail(err)
 		}
 		return r.Info, rng, nil, false, nil
 	}
-	rd, vanished, err = g.Open(ctx, r, start, n, g.Gov)
+	rd, vanished, err = s.Open(ctx, r, start, n, s.gov)
 	if err != nil {
 		return r.Info, nil, nil, false, fail(err)
 	}
@@ -193,35 +178,29 @@ func (g *Reads) getOnce(ctx context.Context, bucket, key string, opts store.GetO
 	return r.Info, rng, rd, false, nil
 }
 
-// Resolve resolves an object; a miss is store.ErrNoSuchBucket when the bucket
-// is missing, else store.ErrNoSuchKey.
-func (g *Reads) Resolve(ctx context.Context, bucket, key string, withInline bool) (*Resolved, error) {
-	r, err := g.Dialect.Resolve(ctx, bucket, key, withInline)
-	if errors.Is(err, store.ErrNoSuchKey) {
-		if berr := g.Dialect.BucketExists(ctx, bucket); berr != nil {
-			return nil, berr
-		}
-	}
-	return r, err
+// Resolve resolves an object in autocommit; a miss is store.ErrNoSuchBucket
+// when the bucket is missing, else store.ErrNoSuchKey.
+func (s *Store) Resolve(ctx context.Context, bucket, key string, withInline bool) (*Resolved, error) {
+	return resolve(ctx, s.dialect.Autocommit(), bucket, key, withInline)
 }
 
 // Open returns the guarded reader of n bytes from start of a resolved
 // object, its first streamed blob pinned and re-checked (vanished: that blob
 // is gone, resolve again). gov paces it if not nil (a server-side copy passes
 // nil: it is not a client stream).
-func (g *Reads) Open(ctx context.Context, r *Resolved, start, n int64, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
-	return g.OpenSegments(ctx, r.Segments(start, n), gov)
+func (s *Store) Open(ctx context.Context, r *Resolved, start, n int64, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
+	return s.OpenSegments(ctx, r.Segments(start, n), gov)
 }
 
 // OpenSegments is Open of the spans segs of a resolved object.
-func (g *Reads) OpenSegments(ctx context.Context, segs []Segment, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
+func (s *Store) OpenSegments(ctx context.Context, segs []Segment, gov *throttle.BandwidthGovernor) (store.Reader, bool, error) {
 	var first fleet.Pin
-	firstID, needs := FirstPinned(segs, g.segBlob)
+	firstID, needs := FirstPinned(segs, s.segBlob)
 	if needs {
 		var err error
 		// The headers go out before the first read: a pin lost by now must
 		// be a 503, not a truncated 200.
-		first, err = g.pinning().PinFirst(ctx, firstID)
+		first, err = s.pinning().PinFirst(ctx, firstID)
 		if errors.Is(err, ErrVanished) {
 			return nil, true, nil
 		}
@@ -229,9 +208,9 @@ func (g *Reads) OpenSegments(ctx context.Context, segs []Segment, gov *throttle.
 			return nil, false, err
 		}
 	}
-	stream := NewPinnedSegments(ctx, g.Engine, segs, g.segBlob, g.openSegment, g.pinning(), first, firstID)
+	stream := NewPinnedSegments(ctx, s.engine, segs, s.segBlob, s.openSegment, s.pinning(), first, firstID)
 	mode := GuardWithGovernor
-	if g.PinsLosable {
+	if s.pinsLosable {
 		mode = GuardAlways
 	}
 	return GuardedStream(ctx, stream, gov, mode), false, nil
@@ -240,17 +219,39 @@ func (g *Reads) OpenSegments(ctx context.Context, segs []Segment, gov *throttle.
 // segBlob says which blob a segment streams and whether it needs a pin:
 // inline content is read in one statement from the blob row itself (exact
 // bytes or no row), so only content outside the row is pinned.
-func (g *Reads) segBlob(s Segment) (int64, bool) {
-	return s.Blob.ID, g.Pin != nil && s.Blob.Tier != store.TierInline
+func (s *Store) segBlob(seg Segment) (int64, bool) {
+	return seg.Blob.ID, s.pins != nil && seg.Blob.Tier != store.TierInline
 }
 
-func (g *Reads) openSegment(ctx context.Context, s Segment) (io.ReadCloser, error) {
-	return g.Dialect.OpenBlob(ctx, s.Blob, s.Off, s.N)
+// openSegment opens one blob span: inline bytes read with the metadata, or
+// read now from the blob row (a fresh statement, so that a manifest of many
+// inline parts is never held in memory at once; no pin needed: the row has
+// exactly these bytes, or is gone), or content outside the row.
+func (s *Store) openSegment(ctx context.Context, seg Segment) (io.ReadCloser, error) {
+	b := seg.Blob
+	if b.Tier != store.TierInline {
+		return s.dialect.OpenContent(ctx, b, seg.Off, seg.N)
+	}
+	data := b.Inline
+	if data == nil {
+		var found bool
+		var err error
+		if data, found, err = s.dialect.Autocommit().InlineData(ctx, b.ID); err != nil {
+			return nil, fmt.Errorf("read inline blob %d: %w", b.ID, err)
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: inline blob %d: %w", store.ErrUnavailable, b.ID, ErrVanished)
+		}
+	}
+	if int64(len(data)) != b.Size || seg.Off+seg.N > b.Size {
+		return nil, fmt.Errorf("inline blob %d: %d bytes, expected %d (span %d+%d)", b.ID, len(data), b.Size, seg.Off, seg.N)
+	}
+	return io.NopCloser(bytes.NewReader(data[seg.Off : seg.Off+seg.N])), nil
 }
 
 // pinning is how this engine's streams pin and re-check blobs.
-func (g *Reads) pinning() Pinning {
-	return Pinning{Acquire: g.Pin, Exists: g.Dialect.BlobExists}
+func (s *Store) pinning() Pinning {
+	return Pinning{Acquire: s.pin, Exists: s.dialect.Autocommit().BlobExists}
 }
 
 // proveProtection proves, for an answer that streams no content (HEAD, 304,
@@ -258,18 +259,30 @@ func (g *Reads) pinning() Pinning {
 // the first blob that a stream would pin, checks the pin and releases it. One
 // pin proves the pin session valid without taking a lock per part. Pins that
 // cannot be lost need no proof.
-func (g *Reads) proveProtection(ctx context.Context, segs []Segment) error {
-	if !g.PinsLosable {
+func (s *Store) proveProtection(ctx context.Context, segs []Segment) error {
+	if !s.pinsLosable {
 		return nil
 	}
-	id, ok := FirstPinned(segs, g.segBlob)
+	id, ok := FirstPinned(segs, s.segBlob)
 	if !ok {
 		return nil
 	}
-	p, err := g.Pin(ctx, id)
+	p, err := s.pin(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer p.Release()
 	return PinSet{p}.Check()
+}
+
+// resolve resolves an object through tx; a miss is store.ErrNoSuchBucket when
+// the bucket is missing, else store.ErrNoSuchKey.
+func resolve(ctx context.Context, tx Tx, bucket, key string, withInline bool) (*Resolved, error) {
+	r, err := tx.Resolve(ctx, bucket, key, withInline)
+	if errors.Is(err, store.ErrNoSuchKey) {
+		if berr := tx.BucketExists(ctx, bucket); berr != nil {
+			return nil, berr
+		}
+	}
+	return r, err
 }

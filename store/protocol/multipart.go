@@ -45,7 +45,13 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 			// Read under the locks: a Complete that won a race committed
 			// before they were granted, and this sees it.
 			info, err = RepeatedComplete(uploadID, parts, opts,
-				func() (store.ObjectInfo, error) { return tx.ObjectInfo(ctx, bucket, key) },
+				func() (store.ObjectInfo, error) {
+					r, err := tx.Resolve(ctx, bucket, key, false)
+					if err != nil {
+						return store.ObjectInfo{}, err
+					}
+					return r.Info, nil
+				},
 				func() error { return tx.BucketExists(ctx, bucket) })
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/throttle"
 )
 
 // CleanupTimeout bounds the clean-up after a failed put (unstage, removal of
@@ -18,27 +19,51 @@ import (
 // reason for the failure.
 const CleanupTimeout = 5 * time.Second
 
-// Store is the write protocol over one metadata dialect and one large-content
-// engine: the store.ObjectStore methods that write (puts, multipart uploads,
-// deletes). A metadata engine embeds it.
+// Store is the protocol over one metadata dialect and one large-content
+// engine: the store.ObjectStore methods on objects and uploads (puts,
+// multipart uploads, copies, deletes, GET and HEAD). A metadata engine embeds
+// it.
 type Store struct {
-	dialect   Dialect
-	content   Content
-	inlineMax int
-	pins      fleet.Pinner
+	dialect     Dialect
+	engine      string
+	content     Content
+	inlineMax   int
+	pins        fleet.Pinner
+	pinsLosable bool
+	gov         *throttle.BandwidthGovernor
 }
 
-// NewStore returns the protocol over d. content receives the content above
-// inlineMax bytes (the inline knee: smaller content goes in the blob row; 0
-// means store.DefaultInlineMax, negative stores nothing inline). pins pins
-// the fresh blob id of content staged under one for as long as its put runs,
-// so that GC's stage reaper leaves it alone however slow the client (ADR 007);
-// nil: only the stage grace protects.
-func NewStore(d Dialect, content Content, inlineMax int, pins fleet.Pinner) *Store {
-	if inlineMax == 0 {
-		inlineMax = store.DefaultInlineMax
+// Config is what a metadata engine gives the protocol beside its dialect.
+type Config struct {
+	// Engine names the engine in errors ("pg", "embedded").
+	Engine string
+	// Content receives the content above InlineMax bytes.
+	Content Content
+	// InlineMax is the inline knee: smaller content goes in the blob row; 0
+	// means store.DefaultInlineMax, negative stores nothing inline.
+	InlineMax int
+	// Pins protects content against GC: the blobs a GET streams, and the
+	// fresh blob id of content staged under one for as long as its put runs,
+	// so that GC's stage reaper leaves it alone however slow the client (ADR
+	// 007). Nil: no pinning (tools and tests that run without GC).
+	Pins fleet.Pinner
+	// PinsLosable says the pins can be lost (a pin session on PostgreSQL):
+	// then answers that stream nothing (HEAD, 304, 412, 416) prove that the
+	// content they describe can be protected, and streams check their pin
+	// around every read even without a governor. In-process pins are never
+	// lost.
+	PinsLosable bool
+	// Governor paces GET streams; nil means unpaced.
+	Governor *throttle.BandwidthGovernor
+}
+
+// NewStore returns the protocol over d.
+func NewStore(d Dialect, cfg Config) *Store {
+	if cfg.InlineMax == 0 {
+		cfg.InlineMax = store.DefaultInlineMax
 	}
-	return &Store{dialect: d, content: content, inlineMax: max(inlineMax, 0), pins: pins}
+	return &Store{dialect: d, engine: cfg.Engine, content: cfg.Content, inlineMax: max(cfg.InlineMax, 0),
+		pins: cfg.Pins, pinsLosable: cfg.PinsLosable, gov: cfg.Governor}
 }
 
 // publishFunc writes the rows that reference the new blob (object row,
@@ -153,7 +178,7 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 	}
 	if fresh && s.pins != nil {
 		// Released after the publish or the unstage, never before.
-		pin, err := s.pins.Acquire(ctx, id)
+		pin, err := s.pin(ctx, id)
 		if err != nil {
 			return fmt.Errorf("pin staged blob %d: %w", id, err)
 		}

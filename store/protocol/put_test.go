@@ -29,6 +29,9 @@ func (d *failingDialect) Write(ctx context.Context, _ []int64, fn func(Tx) error
 
 func (d *failingDialect) Read(ctx context.Context, fn func(Tx) error) error { return fn(fakeTx{d: d}) }
 func (d *failingDialect) Autocommit() Tx                                    { return fakeTx{d: d} }
+func (d *failingDialect) OpenContent(context.Context, BlobLoc, int64, int64) (io.ReadCloser, error) {
+	return nil, errors.New("not called")
+}
 
 // fakeTx answers the statements of a PutObject; the others (of the nil
 // Tx) are not called.
@@ -99,7 +102,7 @@ func TestFailedPublishCleanup(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := &fakeStaged{}
-			s := NewStore(&c.d, fileContent{st}, -1, nil)
+			s := NewStore(&c.d, Config{Engine: "test", Content: fileContent{st}, InlineMax: -1})
 			_, err := s.PutObject(context.Background(), "b", "k", strings.NewReader("large"), store.PutOptions{Size: 5})
 			if !errors.Is(err, c.d.err) {
 				t.Fatalf("err %v, want %v", err, c.d.err)
