@@ -127,8 +127,8 @@ func TestMigrateConcurrent(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, `SELECT count(*), max(version) FROM schema_migrations`).Scan(&n, &maxV); err != nil {
 		t.Fatal(err)
 	}
-	if n != len(ms) || maxV != ms[len(ms)-1].version {
-		t.Errorf("schema_migrations: %d rows, max %d; want %d rows, max %d", n, maxV, len(ms), ms[len(ms)-1].version)
+	if n != len(ms) || maxV != ms[len(ms)-1].Version {
+		t.Errorf("schema_migrations: %d rows, max %d; want %d rows, max %d", n, maxV, len(ms), ms[len(ms)-1].Version)
 	}
 }
 

@@ -5,63 +5,23 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/store/schema"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one versioned schema step.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrationLockKey is the transaction-level advisory lock that serializes
 // schema changes across instances starting at once.
 var migrationLockKey = fleet.MigrationLockKey()
 
-// migrations returns the embedded migrations in version order. File names are
-// NNNN_name.sql.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read embedded migrations: %w", err)
-	}
-	var out []migration
-	seen := map[int]string{}
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(name, ".sql") {
-			return nil, fmt.Errorf("migration %q: want NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %q: bad version %q", name, num)
-		}
-		if other, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %q and %q share version %d", other, name, v)
-		}
-		seen[v] = name
-		b, err := migrationFS.ReadFile("migrations/" + name)
-		if err != nil {
-			return nil, fmt.Errorf("read migration %q: %w", name, err)
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
-}
+// migrations returns the embedded migrations in version order.
+func migrations() ([]schema.Migration, error) { return schema.Load(migrationFS, "migrations") }
 
 // Migrate brings the schema of the database at databaseURL up to date. It is
 // safe to call from several instances at once: everything happens in one
@@ -119,17 +79,17 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (err error) {
 		latest = max(latest, v)
 	}
 	for _, m := range ms {
-		if done[m.version] {
+		if done[m.Version] {
 			continue
 		}
-		if m.version < latest {
-			return fmt.Errorf("migrate: %s is older than applied version %d but was never applied", m.name, latest)
+		if m.Version < latest {
+			return fmt.Errorf("migrate: %s is older than applied version %d but was never applied", m.Name, latest)
 		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return fmt.Errorf("migrate: record %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -147,7 +107,7 @@ func SchemaVersion(ctx context.Context, q interface {
 	if err != nil {
 		return 0, 0, err
 	}
-	known = ms[len(ms)-1].version
+	known = ms[len(ms)-1].Version
 	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
 		return 0, known, fmt.Errorf("schema version: %w", err)
 	}
