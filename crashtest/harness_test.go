@@ -35,6 +35,7 @@ import (
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -316,7 +317,7 @@ func collect(t *testing.T, db *pgxpool.Pool, m *localfs.Media) gc.Stats {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute) // hang guard only
 	for {
-		st, err := gc.RunOnce(context.Background(), db, m, gc.Options{
+		st, err := gc.RunOnce(context.Background(), pg.NewGC(db), m, gc.Options{
 			Grace: -1, StageGrace: -1, UploadExpiry: -1, PinWindow: -1,
 			Holder: "crashtest", Logger: slog.New(slog.DiscardHandler),
 		})
@@ -334,7 +335,7 @@ func collect(t *testing.T, db *pgxpool.Pool, m *localfs.Media) gc.Stats {
 // fsckClean runs fsck and fails on any problem.
 func fsckClean(t *testing.T, db *pgxpool.Pool, m *localfs.Media) fsck.Report {
 	t.Helper()
-	r, err := fsck.Check(context.Background(), db, fsck.Options{Media: m})
+	r, err := fsck.Check(context.Background(), pg.NewGC(db), fsck.Options{Media: m})
 	if err != nil {
 		t.Fatalf("fsck: %v", err)
 	}

@@ -213,7 +213,7 @@ func TestCheck(t *testing.T) {
 			if tc.damage != nil {
 				tc.damage(t, v, id)
 			}
-			r, err := Check(context.Background(), v.pool, Options{Media: v.media})
+			r, err := Check(context.Background(), pg.NewGC(v.pool), Options{Media: v.media})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func TestCommand(t *testing.T) {
 	if code, out, errOut := run(base); code != 0 || !strings.Contains(out, "fsck: clean; 5 blobs checked") {
 		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut := run([]string{"S3GATE_DATA_DIR=" + t.TempDir()}); code != 2 || !strings.Contains(errOut, "not available for the embedded store") {
+	if code, _, errOut := run([]string{"S3GATE_DATA_DIR=" + t.TempDir()}); code != 2 || !strings.Contains(errOut, "no embedded store in") {
 		t.Fatalf("embedded: exit %d: %s", code, errOut)
 	}
 	if code, _, _ := run(base, "--nonsense"); code != 2 {

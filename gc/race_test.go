@@ -30,7 +30,7 @@ func (v *env) sweeper(t *testing.T, stop <-chan struct{}) <-chan Stats {
 				return
 			default:
 			}
-			st, err := Sweep(context.Background(), v.pool, v.opts())
+			st, err := Sweep(context.Background(), v.db, v.opts())
 			total.Add(st)
 			if err != nil {
 				t.Errorf("sweep: %v", err)
@@ -47,7 +47,7 @@ func (v *env) sweeper(t *testing.T, stop <-chan struct{}) <-chan Stats {
 // GC settles nothing unreferenced is left.
 func TestRacePutsDeletesSweeps(t *testing.T) {
 	n := iterations(t)
-	for _, mode := range modes {
+	for _, mode := range engines {
 		t.Run(mode, func(t *testing.T) {
 			v := newEnv(t, mode)
 			ctx := context.Background()
@@ -125,7 +125,7 @@ func TestRacePutsDeletesSweeps(t *testing.T) {
 // race sweeps with no grace.
 func TestRaceMultipart(t *testing.T) {
 	n := iterations(t) / 4 // each iteration is a whole upload
-	for _, mode := range modes {
+	for _, mode := range engines {
 		t.Run(mode, func(t *testing.T) {
 			v := newEnv(t, mode)
 			ctx := context.Background()
@@ -166,9 +166,7 @@ func TestRaceMultipart(t *testing.T) {
 				}
 			}
 			// Uploads left open keep their parts; expired, they go with them.
-			if _, err := v.pool.Exec(ctx, `UPDATE uploads SET initiated = initiated - interval '8 days'`); err != nil {
-				t.Fatal(err)
-			}
+			v.ageUploads(t)
 			v.settle(t)
 			if left := v.count(t, `SELECT count(*) FROM uploads`); left != 0 {
 				t.Fatalf("%d expired uploads left", left)
@@ -249,7 +247,7 @@ func TestRunnersRace(t *testing.T) {
 	for i, h := range holders {
 		o := opts
 		o.Holder = h
-		r, err := NewRunner(ctx, v.pool, nil, o)
+		r, err := NewRunner(ctx, v.db, nil, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +301,7 @@ func TestRunnersRace(t *testing.T) {
 	var st Stats
 	var err error
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		st, err = RunOnce(context.Background(), v.pool, nil, opts)
+		st, err = RunOnce(context.Background(), v.db, nil, opts)
 		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
 			break
 		}
@@ -338,7 +336,7 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 	opts := v.opts()
 	opts.PinWindow = -1
 	opts.Holder = "other"
-	r, err := NewRunner(ctx, v.pool, nil, opts)
+	r, err := NewRunner(ctx, v.db, nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +345,7 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 	}
 	id := v.garbage(t, "k", content(4))
 	opts.Holder = "me"
-	if _, err := RunOnce(ctx, v.pool, nil, opts); !errors.Is(err, lease.ErrHeld) {
+	if _, err := RunOnce(ctx, v.db, nil, opts); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("RunOnce with the lease held: %v", err)
 	}
 	if !v.blobExists(t, id) {
@@ -356,7 +354,7 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 	if _, err := v.pool.Exec(ctx, `UPDATE leases SET expires_at = clock_timestamp() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	st, err := RunOnce(ctx, v.pool, nil, opts)
+	st, err := RunOnce(ctx, v.db, nil, opts)
 	if err != nil || st.BlobsDeleted != 1 {
 		t.Fatalf("RunOnce after expiry: %+v, %v", st, err)
 	}
