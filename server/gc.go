@@ -39,6 +39,14 @@ func (s *Server) startGC(ctx context.Context) <-chan struct{} {
 		close(done)
 		return done
 	}
+	if s.gcMetrics == nil { // the embedded engine's: New registers PostgreSQL's
+		m := &gc.Metrics{}
+		if err := registerGCMetrics(s.metrics.Registry(), m); err != nil {
+			s.log.Error("online GC metrics not exported", "err", err)
+		} else {
+			s.gcMetrics = m
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.work, cancel) // lost ownership stops GC too
 	go func() {

@@ -228,6 +228,7 @@ func (e *Engine) Close() error {
 		if err := e.dirLock.Close(); err != nil { // closing releases the flock
 			errs = append(errs, fmt.Errorf("unlock data directory: %w", err))
 		}
+		e.dirLock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("embedded: %w", err)
