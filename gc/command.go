@@ -202,7 +202,9 @@ func LoadCommand(flags *flag.FlagSet, own Flags, args, environ []string, stderr 
 // Command is `s3gate gc [--offline] [--dry-run] [--grace D] [--stage-grace D]
 // [--upload-expiry D] [configuration flags]`. Without --offline it collects
 // once under the lease, exactly as a gateway's scheduled run does; with
-// --offline it collects at once for a maintenance window (see Offline).
+// --offline it collects at once for a maintenance window (see Offline). On
+// the embedded default both need the data directory to themselves: while
+// serve runs, its own online GC collects, and the command refuses.
 // --dry-run reports what would be reclaimed and deletes nothing. It returns
 // the process exit code: 0 done, 1 failed, 2 usage or configuration error.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
 	"time"
 
 	"github.com/s3gate/s3gate/fleet/lease"
@@ -103,7 +102,8 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // RunOnce performs one run: take the lease, open the sentinel session, wait
 // the pin window, then reap uploads, sweep blobs, reap orphan large objects,
-// stage files and blob files, and finish the lease.
+// stage files and blob files, and finish the lease. Without a lease (the
+// embedded engine) it just collects.
 func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 	if r.fleet == nil {
 		return r.collect(ctx, r.opts)

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store/localfs"
 )
 
@@ -65,5 +70,25 @@ func TestOnlineGCEmbedded(t *testing.T) {
 				m.v("s3gate_gc_reclaimed_blobs_total"), m.v("s3gate_gc_sweeps_total"))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSecondServeRefused: a second gateway on a running embedded gateway's
+// data directory refuses to start, naming the directory (one process per
+// data directory: online GC runs inside the first).
+func TestSecondServeRefused(t *testing.T) {
+	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
+	cfg, err := config.Load(nil, []string{"S3GATE_DATA_DIR=" + gw.DataDir, "S3GATE_ROOT_ACCESS_KEY=" + gw.AccessKey,
+		"S3GATE_ROOT_SECRET_KEY=" + gw.SecretKey}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		srv.Close()
+		t.Fatal("a second gateway started on a data directory in use")
+	}
+	if msg := err.Error(); !strings.Contains(msg, gw.DataDir) || !strings.Contains(msg, "in use") || strings.Contains(msg, "\n") {
+		t.Fatalf("error %q: want one line naming %s", msg, gw.DataDir)
 	}
 }

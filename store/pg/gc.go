@@ -256,20 +256,18 @@ func (g *GC) ExpiredUploads(ctx context.Context, expiry time.Duration, after str
 }
 
 // AbortUpload deletes upload u (its parts cascade) if it is still expired,
-// under the upload and object advisory locks that Complete and Abort take (in
-// ascending key order, as the engine takes several).
+// under the upload and object advisory locks that Complete and Abort take.
 func (g *GC) AbortUpload(ctx context.Context, u store.GCUpload, expiry, lockTimeout time.Duration) (store.GCVerdict, error) {
 	res := store.GCGone
 	err := g.InTx(ctx, lockTimeout, func(gt store.GCTx) (bool, error) {
 		tx := gt.(gcTx).tx
-		keys := []int64{fleet.UploadLockKey(u.ID), fleet.ObjectLockKey(u.Bucket, u.Key)}
-		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, keys)
+		err := lockXact(ctx, tx, uploadLockKey(u.ID), objectLockKey(u.Bucket, u.Key))
 		if v, ok := verdictOf(err); ok {
 			res = v
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("lock upload: %w", err)
+			return false, err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM uploads WHERE initiated <= `+olderThan+` AND upload_id = $2`,
 			expiry.Microseconds(), u.ID)

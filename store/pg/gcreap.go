@@ -159,7 +159,7 @@ func (g *GC) ReapLargeObjects(ctx context.Context, grace, lockTimeout time.Durat
 func (g *GC) PlanLargeObjects(ctx context.Context, grace time.Duration) (n, bytes int64, err error) {
 	var haveSightings bool
 	if err := g.db.QueryRow(ctx, `SELECT to_regclass('gc_lo_sightings') IS NOT NULL`).Scan(&haveSightings); err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("look for sightings: %w", err)
 	}
 	firstSeen := `clock_timestamp()`
 	if haveSightings {
