@@ -138,7 +138,7 @@ func TestEmbeddedSpaceReturns(t *testing.T) {
 		defer cancel()
 		var m Metrics
 		r, err := NewRunner(ctx, v.db, v.media, Options{Grace: time.Millisecond, StageGrace: time.Hour,
-			Interval: 20 * time.Millisecond, Metrics: &m, Logger: slog.New(slog.DiscardHandler)})
+			Interval: 20 * time.Millisecond, Metrics: &m, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,12 +153,14 @@ func TestEmbeddedSpaceReturns(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		// Read before the cancel, which fails the run in flight.
+		failed := m.SweepsFailed.Load()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if m.BlobsReclaimed.Load() != int64(blobs) || m.SweepsRun.Load() == 0 || m.SweepsFailed.Load() != 0 {
-			t.Fatalf("metrics: reclaimed %d of %d blobs in %d runs (%d failed)", m.BlobsReclaimed.Load(), blobs, m.SweepsRun.Load(), m.SweepsFailed.Load())
+		if m.BlobsReclaimed.Load() != int64(blobs) || m.SweepsRun.Load() == 0 || failed != 0 {
+			t.Fatalf("metrics: reclaimed %d of %d blobs in %d runs (%d failed)", m.BlobsReclaimed.Load(), blobs, m.SweepsRun.Load(), failed)
 		}
 		v.assertNoOrphans(t)
 	})

@@ -78,10 +78,16 @@ var (
 // (store/pg): staged content, large objects and GC's bookkeeping of them.
 type dbContent interface {
 	EnsureSchema(ctx context.Context) error
-	ReapStages(ctx context.Context, stageGrace, lockTimeout time.Duration) (int64, error)
+	AbandonedStages(ctx context.Context, stageGrace time.Duration) ([]int64, error)
 	ReapLargeObjects(ctx context.Context, grace, lockTimeout time.Duration, guard func(context.Context) error) (int64, error)
 	PlanStages(ctx context.Context, stageGrace time.Duration) (int64, error)
 	PlanLargeObjects(ctx context.Context, grace time.Duration) (n, bytes int64, err error)
+}
+
+// unstager is the part of a dbContent engine's GCTx that drops a stage row
+// (and its content) if it is still untouched for stageGrace.
+type unstager interface {
+	Unstage(ctx context.Context, id int64, stageGrace time.Duration) (bool, error)
 }
 
 // fleetWide is the part of a Meta that several gateways may share

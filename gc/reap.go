@@ -51,18 +51,41 @@ func reapUploads(ctx context.Context, db Meta, opts Options, bar *Progress) (int
 
 // ReapStages drops content staged in the database (ADR 007) whose stage row
 // was untouched for StageGrace: puts that crashed or were abandoned before
-// publishing. A running put pins its blob id, so it is never reaped, whatever
-// the grace; one that loses its stage anyway fails, it never publishes
-// missing bytes. Engines without staged content have none to reap.
+// publishing. Each stage goes in its own transaction that first try-locks
+// the blob id's pin: a running put pins its id while it stages, so it is
+// never reaped, whatever the grace; one that loses its stage anyway fails,
+// it never publishes missing bytes. Engines without staged content have none.
 func ReapStages(ctx context.Context, db Meta, opts Options) (int64, error) {
 	c, ok := db.(dbContent)
 	if !ok {
 		return 0, nil
 	}
 	opts = opts.withDefaults()
-	n, err := c.ReapStages(ctx, opts.StageGrace, opts.LockTimeout)
+	ids, err := c.AbandonedStages(ctx, opts.StageGrace)
 	if err != nil {
-		return n, fmt.Errorf("gc: %w", err)
+		return 0, fmt.Errorf("gc: %w", err)
+	}
+	var n int64
+	for _, id := range ids {
+		res, err := decide(ctx, db, opts, func(tx store.GCTx) (store.GCVerdict, error) {
+			if ok, err := tx.TryPin(ctx, id); err != nil || !ok {
+				return store.GCPinned, err
+			}
+			u, ok := tx.(unstager)
+			if !ok {
+				return 0, errors.New("the engine stages content but cannot unstage it")
+			}
+			if dropped, err := u.Unstage(ctx, id, opts.StageGrace); err != nil || !dropped {
+				return store.GCGone, err
+			}
+			return store.GCDone, nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("gc: stage of blob %d: %w", id, err)
+		}
+		if res == store.GCDone {
+			n++
+		}
 	}
 	return n, nil
 }

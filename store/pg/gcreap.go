@@ -49,36 +49,22 @@ func (g *GC) PlanStages(ctx context.Context, stageGrace time.Duration) (int64, e
 	return n, nil
 }
 
-// ReapStages drops content staged in PostgreSQL (ADR 007) whose stage row
-// was untouched for stageGrace: puts that crashed or were abandoned before
-// publishing. Each stage goes in its own short transaction that first
-// try-locks the blob id's pin key (a put pins its id while it stages) and
-// deletes the row only if it is still that old (pgcontent.Unstage).
-func (g *GC) ReapStages(ctx context.Context, stageGrace, lockTimeout time.Duration) (int64, error) {
+// AbandonedStages lists the blob ids of stage rows (ADR 007) untouched for
+// stageGrace.
+func (g *GC) AbandonedStages(ctx context.Context, stageGrace time.Duration) ([]int64, error) {
 	ids, err := collect[int64](g.db.Query(ctx, `SELECT blob_id FROM blob_stages
 		WHERE touched_at <= `+olderThan+` ORDER BY blob_id`, stageGrace.Microseconds()))
 	if err != nil {
-		return 0, fmt.Errorf("list abandoned stages: %w", err)
+		return nil, fmt.Errorf("list abandoned stages: %w", err)
 	}
-	var n int64
-	for _, id := range ids {
-		var dropped bool
-		err := g.InTx(ctx, lockTimeout, func(gt store.GCTx) (bool, error) {
-			if ok, err := gt.TryPin(ctx, id); err != nil || !ok {
-				return false, err
-			}
-			var err error
-			dropped, err = pgcontent.Unstage(ctx, gt.(gcTx).tx, id, stageGrace)
-			return dropped, err
-		})
-		if err != nil {
-			return n, fmt.Errorf("stage of blob %d: %w", id, err)
-		}
-		if dropped {
-			n++
-		}
-	}
-	return n, nil
+	return ids, nil
+}
+
+// Unstage drops the stage row of blob id with its content if it is still
+// untouched for stageGrace (a put that wrote a chunk meanwhile keeps it, one
+// whose publish claimed the row is never touched).
+func (t gcTx) Unstage(ctx context.Context, id int64, stageGrace time.Duration) (bool, error) {
+	return pgcontent.Unstage(ctx, t.tx, id, stageGrace)
 }
 
 // largeObjectLockKey serializes reapers deciding about one large object.
