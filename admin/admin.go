@@ -231,7 +231,7 @@ func (c *createOpts) check(cfg config.Config) error {
 // operations only.
 func openStore(ctx context.Context, cfg config.Config) (store.KeyStore, func(), error) {
 	if cfg.DatabaseURL == "" {
-		e, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, Region: cfg.Region})
+		e, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, Region: cfg.Region, KeysOnly: true})
 		if err != nil {
 			return nil, nil, fmt.Errorf("open embedded store in %sDATA_DIR: %w", config.Prefix, err)
 		}

@@ -28,13 +28,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/fsck"
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/internal/pgtest"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -89,8 +92,11 @@ type gateway struct {
 func newGateway(t *testing.T, bin, engine string, extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gateway{t: t, bin: bin, addr: freeAddr(t), dsn: pgtest.DSN(t), engine: engine,
+	g := &gateway{t: t, bin: bin, addr: freeAddr(t), engine: engine,
 		dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "gateway.log"), extra: extra}
+	if engine != embeddedEngine { // the embedded default has no database URL
+		g.dsn = pgtest.DSN(t)
+	}
 	g.start()
 	t.Cleanup(g.stop)
 	return g
@@ -112,7 +118,7 @@ func (g *gateway) start() {
 		"S3GATE_DATABASE_URL=" + g.dsn,
 		"S3GATE_ROOT_ACCESS_KEY=" + accessKey,
 		"S3GATE_ROOT_SECRET_KEY=" + secretKey,
-		"S3GATE_LARGE_ENGINE=" + g.engine,
+		"S3GATE_LARGE_ENGINE=" + g.large(),
 		"S3GATE_DATA_DIR=" + g.dataDir,
 		"S3GATE_METRICS_ADDR=off",
 		fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax),
@@ -145,6 +151,17 @@ func (g *gateway) start() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// embeddedEngine names the embedded default (SQLite and local files, no
+// PostgreSQL) among the engines of these tests.
+const embeddedEngine = "embedded"
+
+func (g *gateway) large() string {
+	if g.engine == embeddedEngine {
+		return "local"
+	}
+	return g.engine
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -274,25 +291,29 @@ func leftovers(t *testing.T, db *pgxpool.Pool, m *localfs.Media) map[string]int6
 	if m == nil {
 		return out
 	}
-	ctx := context.Background()
-	files, err := m.BlobIDs(ctx)
+	rows, err := db.Query(context.Background(), `SELECT id FROM blobs WHERE tier = 'local'`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query(ctx, `SELECT id FROM blobs WHERE tier = 'local'`)
+	local, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileLeftovers(t, m, local, out)
+	return out
+}
+
+// fileLeftovers adds to out the blob files without a row, the local blob
+// rows (ids local) without a file, and the stage files of m.
+func fileLeftovers(t *testing.T, m *localfs.Media, local []int64, out map[string]int64) {
+	t.Helper()
+	files, err := m.BlobIDs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	have := map[int64]bool{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	for _, id := range local {
 		have[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	for _, id := range files {
 		if !have[id] {
@@ -306,13 +327,12 @@ func leftovers(t *testing.T, db *pgxpool.Pool, m *localfs.Media) map[string]int6
 		t.Fatal(err)
 	}
 	out["stage files"] = int64(len(stage))
-	return out
 }
 
 // collect runs the online collection once with no grace and no upload
 // expiry. While a gateway's own scheduled run holds the lease (or a killed
 // gateway's grant has not expired yet: 30 s in SQL) it tries again.
-func collect(t *testing.T, db *pgxpool.Pool, m *localfs.Media) gc.Stats {
+func collect(t *testing.T, db gc.Meta, m *localfs.Media) gc.Stats {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute) // hang guard only
 	for {
@@ -331,8 +351,90 @@ func collect(t *testing.T, db *pgxpool.Pool, m *localfs.Media) gc.Stats {
 	}
 }
 
+// storeView is what the tests inspect of a gateway's store: its leftovers,
+// one collection (no grace, no upload expiry), and a clean fsck.
+type storeView struct {
+	leftovers func() map[string]int64
+	collect   func() gc.Stats
+	fsck      func() fsck.Report
+}
+
+// inspect runs fn on the gateway's store. PostgreSQL is shared with the
+// running gateway; the embedded data directory belongs to one process, so
+// a running gateway is stopped for fn and started again after it.
+func (g *gateway) inspect(fn func(s storeView)) {
+	t := g.t
+	t.Helper()
+	if g.engine != embeddedEngine {
+		db, m := g.pool(), g.media()
+		fn(storeView{
+			leftovers: func() map[string]int64 { return leftovers(t, db, m) },
+			collect:   func() gc.Stats { return collect(t, pg.NewGC(db), m) },
+			fsck:      func() fsck.Report { return fsckClean(t, pg.NewGC(db), m) },
+		})
+		return
+	}
+	running := false
+	select {
+	case <-g.exited:
+	default:
+		running = true
+		g.stop()
+	}
+	e, err := embedded.Open(context.Background(), embedded.Config{Dir: g.dataDir, InlineMax: inlineMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn(storeView{
+		leftovers: func() map[string]int64 { return embeddedLeftovers(t, e) },
+		collect:   func() gc.Stats { return collect(t, e.GC(), e.Media()) },
+		fsck:      func() fsck.Report { return fsckClean(t, e.GC(), e.Media()) },
+	})
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if running {
+		g.start()
+	}
+}
+
+// embeddedLeftovers is leftovers for the embedded default.
+func embeddedLeftovers(t *testing.T, e *embedded.Engine) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]int64{}
+	for _, q := range orphanQueries {
+		if strings.Contains(q.sql, "pg_largeobject") || strings.Contains(q.sql, "blob_chunks") {
+			continue // content inside PostgreSQL
+		}
+		var n int64
+		if err := e.DB().QueryRowContext(ctx, q.sql).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+		out[q.what] = n
+	}
+	rows, err := e.DB().QueryContext(ctx, `SELECT id FROM blobs WHERE tier = 'local'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var local []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		local = append(local, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	fileLeftovers(t, e.Media(), local, out)
+	return out
+}
+
 // fsckClean runs fsck and fails on any problem.
-func fsckClean(t *testing.T, db *pgxpool.Pool, m *localfs.Media) fsck.Report {
+func fsckClean(t *testing.T, db fsck.Meta, m *localfs.Media) fsck.Report {
 	t.Helper()
 	r, err := fsck.Check(context.Background(), db, fsck.Options{Media: m})
 	if err != nil {

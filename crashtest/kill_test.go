@@ -16,8 +16,8 @@ import (
 )
 
 // TestKill9DuringUploads: 200 concurrent uploads of mixed sizes (inline and
-// above the knee); the gateway is killed with SIGKILL once a third of them
-// were acknowledged, then restarted. Every acknowledged object reads back
+// above the knee; 100 on the embedded default); the gateway is killed with
+// SIGKILL once a third of them were acknowledged, then restarted. Every acknowledged object reads back
 // with its SHA-256; an unacknowledged one is either absent or intact (never
 // visible without its bytes); after one GC run nothing unreferenced remains
 // (blob rows, large objects, chunk rows, blob files, stage files) and fsck
@@ -28,8 +28,12 @@ func TestKill9DuringUploads(t *testing.T) {
 		uploads = 80
 	}
 	bin := buildBinary(t, t.TempDir())
-	for _, engine := range engines() {
+	for _, engine := range append(engines(), embeddedEngine) {
 		t.Run(engine, func(t *testing.T) {
+			uploads := uploads
+			if engine == embeddedEngine {
+				uploads = 100
+			}
 			g := newGateway(t, bin, engine)
 			ctx := context.Background()
 			c := g.client()
@@ -85,10 +89,9 @@ func TestKill9DuringUploads(t *testing.T) {
 			nAck := nAcked.Load()
 			t.Logf("%s: %d of %d uploads acknowledged before and around kill -9", engine, nAck, uploads)
 
-			db := g.pool()
-			m := g.media()
-			before := leftovers(t, db, m)
-			t.Logf("%s: leftovers after the kill: %s", engine, describe(before))
+			g.inspect(func(s storeView) {
+				t.Logf("%s: leftovers after the kill: %s", engine, describe(s.leftovers()))
+			})
 
 			g.start()
 			verify := func(phase string) {
@@ -118,18 +121,19 @@ func TestKill9DuringUploads(t *testing.T) {
 			}
 			verify("after restart")
 
-			st := collect(t, db, m)
-			t.Logf("%s: gc: %+v", engine, st)
-			for what, n := range leftovers(t, db, m) {
-				if n != 0 {
-					t.Errorf("%s: %d %s after GC", engine, n, what)
+			g.inspect(func(s storeView) {
+				st := s.collect()
+				t.Logf("%s: gc: %+v", engine, st)
+				for what, n := range s.leftovers() {
+					if n != 0 {
+						t.Errorf("%s: %d %s after GC", engine, n, what)
+					}
 				}
-			}
+				if r := s.fsck(); r.BlobsChecked < 1 {
+					t.Errorf("fsck checked no blobs")
+				}
+			})
 			verify("after GC")
-			r := fsckClean(t, db, m)
-			if r.BlobsChecked < 1 {
-				t.Errorf("fsck checked no blobs")
-			}
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
 const (
@@ -163,7 +164,7 @@ func TestScenario2GiB(t *testing.T) {
 				}
 			}
 			gcStart := time.Now()
-			st := collect(t, db, m)
+			st := collect(t, pg.NewGC(db), m)
 			gcTook := time.Since(gcStart)
 			for _, rel := range []string{"pg_largeobject", "blob_chunks", "blobs"} {
 				if _, err := db.Exec(ctx, "VACUUM "+rel); err != nil {

@@ -32,9 +32,9 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		return code
 	}
 	t, err := gc.OpenTarget(ctx, l.Config)
-	if errors.Is(err, gc.ErrEmbedded) {
-		fmt.Fprintf(stderr, "s3gate fsck: checking is %v\n", err)
-		return gc.ExitUsage
+	if errors.Is(err, gc.ErrInUse) {
+		fmt.Fprintf(stderr, "s3gate fsck: %v: stop the gateway that serves it first\n", err)
+		return gc.ExitFail
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "s3gate fsck: %v\n", err)
@@ -45,7 +45,7 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	if !gc.IsTerminal(stdout) {
 		progress = stderr
 	}
-	r, err := Check(ctx, t.Pool, Options{Media: t.Media, Progress: progress})
+	r, err := Check(ctx, t.DB.(Meta), Options{Media: t.Media, Progress: progress})
 	WriteReport(stdout, r)
 	if err != nil {
 		fmt.Fprintf(stderr, "s3gate fsck: the check did not finish: %v\n", err)

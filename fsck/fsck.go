@@ -16,12 +16,11 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
 	"github.com/s3gate/s3gate/store/pg/content"
 )
 
@@ -80,38 +79,65 @@ type Options struct {
 	BatchSize int
 }
 
+// Meta is what Check reads from a metadata engine: store/pg (pg.NewGC) and
+// store/embedded (Engine.GC) implement it.
+type Meta interface {
+	TotalBlobBytes(ctx context.Context) (int64, error)
+	// Blobs lists blob rows with ids above after, at most limit.
+	Blobs(ctx context.Context, after int64, limit int) ([]store.StoredBlob, error)
+	BlobExists(ctx context.Context, id int64) (bool, error)
+	// Inline returns the inline bytes of blob id; false if the row is gone.
+	Inline(ctx context.Context, id int64) ([]byte, bool, error)
+	// References finds references without their blob row, and objects whose
+	// size disagrees with their content.
+	References(ctx context.Context) (missing, sizes []store.Finding, err error)
+}
+
+var (
+	_ Meta      = (*pg.GC)(nil)
+	_ dbContent = (*pg.GC)(nil)
+	_ Meta      = (*embedded.GC)(nil)
+)
+
+// dbContent reads content kept inside the database (store/pg).
+type dbContent interface {
+	LargeObjectExists(ctx context.Context, oid uint32) (bool, error)
+	ReadLargeObject(ctx context.Context, oid uint32, off int64, n int32) ([]byte, error)
+	ChunkSizes(ctx context.Context, id int64) (seqs []int32, sizes []int64, err error)
+	Chunk(ctx context.Context, id int64, seq int32) ([]byte, bool, error)
+}
+
 // Check verifies every reference and every blob. Problems are in the
 // report; the error is for failures of the check itself (the database went
 // away, ctx ended).
-func Check(ctx context.Context, db *pgxpool.Pool, opts Options) (Report, error) {
+func Check(ctx context.Context, db Meta, opts Options) (Report, error) {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 100
 	}
 	var r Report
-	if err := checkReferences(ctx, db, &r); err != nil {
-		return r, err
+	missing, sizes, err := db.References(ctx)
+	if err != nil {
+		return r, fmt.Errorf("fsck: %w", err)
 	}
-	var total int64
-	if err := db.QueryRow(ctx, `SELECT coalesce(sum(size), 0)::bigint FROM blobs`).Scan(&total); err != nil {
-		return r, fmt.Errorf("fsck: total size: %w", err)
+	for _, f := range missing {
+		r.Problems = append(r.Problems, Problem{Kind: KindMissingBlob, Where: f.Where, Detail: f.Detail})
+	}
+	for _, f := range sizes {
+		r.Problems = append(r.Problems, Problem{Kind: KindObjectSize, Where: f.Where, Detail: f.Detail})
+	}
+	total, err := db.TotalBlobBytes(ctx)
+	if err != nil {
+		return r, fmt.Errorf("fsck: %w", err)
 	}
 	bar := gc.NewProgress(opts.Progress, "fsck", total, "B")
 	defer bar.Done()
 	c := &checker{db: db, media: opts.Media, bar: bar, buf: make([]byte, content.ChunkSize)}
+	c.content, _ = db.(dbContent)
 	after := int64(0)
 	for {
-		rows, err := db.Query(ctx, `SELECT id, sha256, size, tier, lo_oid FROM blobs WHERE id > $1 ORDER BY id LIMIT $2`,
-			after, opts.BatchSize)
+		blobs, err := db.Blobs(ctx, after, opts.BatchSize)
 		if err != nil {
-			return r, fmt.Errorf("fsck: list blobs: %w", err)
-		}
-		blobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (blob, error) {
-			var b blob
-			err := row.Scan(&b.id, &b.sha, &b.size, &b.tier, &b.oid)
-			return b, err
-		})
-		if err != nil {
-			return r, fmt.Errorf("fsck: list blobs: %w", err)
+			return r, fmt.Errorf("fsck: %w", err)
 		}
 		if len(blobs) == 0 {
 			return r, nil
@@ -119,7 +145,7 @@ func Check(ctx context.Context, db *pgxpool.Pool, opts Options) (Report, error) 
 		for _, b := range blobs {
 			p, err := c.check(ctx, b)
 			if err != nil {
-				return r, fmt.Errorf("fsck: blob %d: %w", b.id, err)
+				return r, fmt.Errorf("fsck: blob %d: %w", b.ID, err)
 			}
 			r.BlobsChecked++
 			r.BytesHashed += c.hashed
@@ -127,9 +153,9 @@ func Check(ctx context.Context, db *pgxpool.Pool, opts Options) (Report, error) 
 				continue
 			}
 			// A blob that GC deleted while we read it is not damage.
-			exists, err := c.exists(ctx, b.id)
+			exists, err := db.BlobExists(ctx, b.ID)
 			if err != nil {
-				return r, fmt.Errorf("fsck: blob %d: %w", b.id, err)
+				return r, fmt.Errorf("fsck: blob %d: %w", b.ID, err)
 			}
 			if !exists {
 				r.Vanished++
@@ -137,78 +163,19 @@ func Check(ctx context.Context, db *pgxpool.Pool, opts Options) (Report, error) 
 			}
 			r.Problems = append(r.Problems, *p)
 		}
-		after = blobs[len(blobs)-1].id
+		after = blobs[len(blobs)-1].ID
 	}
 }
 
-// checkReferences finds references without their blob row (the foreign keys
-// forbid them; a damaged or hand-edited database may still have them) and
-// objects whose size disagrees with their content.
-func checkReferences(ctx context.Context, db *pgxpool.Pool, r *Report) error {
-	queries := []struct{ kind, sql string }{
-		{KindMissingBlob, `SELECT 'object ' || o.bucket || '/' || o.key, o.blob_id, 'no blob row' FROM objects o
-			WHERE o.blob_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = o.blob_id)`},
-		{KindMissingBlob, `SELECT 'object ' || p.bucket || '/' || p.key || ' part ' || p.part_number, p.blob_id, 'no blob row'
-			FROM object_parts p WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = p.blob_id)`},
-		{KindMissingBlob, `SELECT 'upload ' || u.upload_id || ' part ' || u.part_number, u.blob_id, 'no blob row'
-			FROM upload_parts u WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = u.blob_id)`},
-		{KindObjectSize, `SELECT 'object ' || o.bucket || '/' || o.key, o.blob_id,
-			format('object size %s, blob size %s', o.size, b.size)
-			FROM objects o JOIN blobs b ON b.id = o.blob_id WHERE o.size <> b.size`},
-		{KindObjectSize, `SELECT 'object ' || p.bucket || '/' || p.key || ' part ' || p.part_number, p.blob_id,
-			format('part size %s, blob size %s', p.size, b.size)
-			FROM object_parts p JOIN blobs b ON b.id = p.blob_id WHERE p.size <> b.size`},
-		{KindObjectSize, `SELECT 'object ' || o.bucket || '/' || o.key, 0::bigint,
-			format('object size %s with %s parts, parts sum to %s in %s rows', o.size, o.part_count,
-			       coalesce(sum(p.size), 0), count(p.part_number))
-			FROM objects o LEFT JOIN object_parts p ON p.bucket = o.bucket AND p.key = o.key
-			WHERE o.part_count > 0 GROUP BY o.bucket, o.key, o.size, o.part_count
-			HAVING coalesce(sum(p.size), 0) <> o.size OR count(p.part_number) <> o.part_count`},
-	}
-	for _, q := range queries {
-		rows, err := db.Query(ctx, q.sql)
-		if err != nil {
-			return fmt.Errorf("fsck: references: %w", err)
-		}
-		ps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Problem, error) {
-			p := Problem{Kind: q.kind}
-			var id *int64
-			err := row.Scan(&p.Where, &id, &p.Detail)
-			if id != nil && q.kind == KindMissingBlob {
-				p.Detail = fmt.Sprintf("blob %d: %s", *id, p.Detail)
-			}
-			return p, err
-		})
-		if err != nil {
-			return fmt.Errorf("fsck: references: %w", err)
-		}
-		r.Problems = append(r.Problems, ps...)
-	}
-	return nil
-}
-
-type blob struct {
-	id   int64
-	sha  []byte
-	size int64
-	tier string
-	oid  *uint32
-}
+type blob = store.StoredBlob
 
 type checker struct {
-	db     *pgxpool.Pool
-	media  *localfs.Media
-	bar    *gc.Progress
-	buf    []byte
-	hashed int64 // bytes hashed by the last check
-}
-
-func (c *checker) exists(ctx context.Context, id int64) (bool, error) {
-	var ok bool
-	if err := c.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM blobs WHERE id = $1)`, id).Scan(&ok); err != nil {
-		return false, fmt.Errorf("re-check blob row: %w", err)
-	}
-	return ok, nil
+	db      Meta
+	content dbContent // nil: the engine keeps no content in the database
+	media   *localfs.Media
+	bar     *gc.Progress
+	buf     []byte
+	hashed  int64 // bytes hashed by the last check
 }
 
 // check verifies one blob. It returns a problem, or an error if the check
@@ -216,28 +183,28 @@ func (c *checker) exists(ctx context.Context, id int64) (bool, error) {
 func (c *checker) check(ctx context.Context, b blob) (*Problem, error) {
 	c.hashed = 0
 	prob := func(kind, format string, args ...any) *Problem {
-		return &Problem{Kind: kind, BlobID: b.id, Tier: b.tier, Detail: fmt.Sprintf(format, args...)}
+		return &Problem{Kind: kind, BlobID: b.ID, Tier: b.Tier, Detail: fmt.Sprintf(format, args...)}
 	}
 	h := sha256.New()
 	var p *Problem
 	var err error
-	switch b.tier {
-	case store.TierInline:
+	switch {
+	case b.Tier == store.TierInline:
 		p, err = c.inline(ctx, b, h, prob)
-	case store.TierPGLO:
+	case b.Tier == store.TierPGLO && c.content != nil:
 		p, err = c.largeObject(ctx, b, h, prob)
-	case store.TierPGChunks:
+	case b.Tier == store.TierPGChunks && c.content != nil:
 		p, err = c.chunks(ctx, b, h, prob)
-	case store.TierLocal:
+	case b.Tier == store.TierLocal:
 		p, err = c.file(ctx, b, h, prob)
 	default:
-		return prob(KindUnreadable, "unknown tier %q", b.tier), nil
+		return prob(KindUnreadable, "unknown tier %q", b.Tier), nil
 	}
 	if err != nil || p != nil {
 		return p, err
 	}
-	if got := h.Sum(nil); !bytes.Equal(got, b.sha) {
-		return prob(KindHashMismatch, "content hashes to %x, address is %x", got, b.sha), nil
+	if got := h.Sum(nil); !bytes.Equal(got, b.SHA256) {
+		return prob(KindHashMismatch, "content hashes to %x, address is %x", got, b.SHA256), nil
 	}
 	return nil, nil
 }
@@ -252,16 +219,15 @@ func (c *checker) feed(h hash.Hash, p []byte) {
 }
 
 func (c *checker) inline(ctx context.Context, b blob, h hash.Hash, prob probFunc) (*Problem, error) {
-	var data []byte
-	err := c.db.QueryRow(ctx, `SELECT inline_data FROM blobs WHERE id = $1`, b.id).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
+	data, ok, err := c.db.Inline(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
 		return prob(KindMissingContent, "blob row vanished"), nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read inline data: %w", err)
-	}
-	if int64(len(data)) != b.size {
-		return prob(KindSizeMismatch, "inline data is %d bytes, size is %d", len(data), b.size), nil
+	if int64(len(data)) != b.Size {
+		return prob(KindSizeMismatch, "inline data is %d bytes, size is %d", len(data), b.Size), nil
 	}
 	c.feed(h, data)
 	return nil, nil
@@ -270,34 +236,35 @@ func (c *checker) inline(ctx context.Context, b blob, h hash.Hash, prob probFunc
 // largeObject reads the large object with lo_get, one short statement per
 // chunk (no transaction held across the blob), and checks its exact length.
 func (c *checker) largeObject(ctx context.Context, b blob, h hash.Hash, prob probFunc) (*Problem, error) {
-	if b.oid == nil {
+	if b.LargeObject == nil {
 		return prob(KindMissingContent, "no large object recorded"), nil
 	}
-	var exists bool
-	if err := c.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_largeobject_metadata WHERE oid = $1)`, *b.oid).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("look up large object: %w", err)
+	oid := *b.LargeObject
+	exists, err := c.content.LargeObjectExists(ctx, oid)
+	if err != nil {
+		return nil, err
 	}
 	if !exists {
-		return prob(KindMissingContent, "large object %d does not exist", *b.oid), nil
+		return prob(KindMissingContent, "large object %d does not exist", oid), nil
 	}
 	for off := int64(0); ; {
 		// One byte more than is left tells a longer object from an exact one.
-		want := min(b.size-off+1, content.ChunkSize)
-		var got []byte
-		if err := c.db.QueryRow(ctx, `SELECT lo_get($1, $2, $3)`, *b.oid, off, int32(want)).Scan(&got); err != nil {
+		want := min(b.Size-off+1, content.ChunkSize)
+		got, err := c.content.ReadLargeObject(ctx, oid, off, int32(want))
+		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("lo_get: %w", err)
+				return nil, err
 			}
-			return prob(KindUnreadable, "lo_get %d at %d: %v", *b.oid, off, err), nil
+			return prob(KindUnreadable, "%v", err), nil
 		}
-		if off+int64(len(got)) > b.size {
-			return prob(KindSizeMismatch, "large object %d is longer than the size %d", *b.oid, b.size), nil
+		if off+int64(len(got)) > b.Size {
+			return prob(KindSizeMismatch, "large object %d is longer than the size %d", oid, b.Size), nil
 		}
 		c.feed(h, got)
 		off += int64(len(got))
 		if int64(len(got)) < want {
-			if off < b.size {
-				return prob(KindSizeMismatch, "large object %d has %d bytes, size is %d", *b.oid, off, b.size), nil
+			if off < b.Size {
+				return prob(KindSizeMismatch, "large object %d has %d bytes, size is %d", oid, off, b.Size), nil
 			}
 			return nil, nil
 		}
@@ -307,21 +274,17 @@ func (c *checker) largeObject(ctx context.Context, b blob, h hash.Hash, prob pro
 // chunks checks that rows 0..n-1 exist, each but the last of ChunkSize
 // bytes, summing to the size, and hashes them one row per statement.
 func (c *checker) chunks(ctx context.Context, b blob, h hash.Hash, prob probFunc) (*Problem, error) {
-	rows, err := c.db.Query(ctx, `SELECT seq, octet_length(data) FROM blob_chunks WHERE blob_id = $1 ORDER BY seq`, b.id)
+	seqs, sizes, err := c.content.ChunkSizes(ctx, b.ID)
 	if err != nil {
-		return nil, fmt.Errorf("list chunks: %w", err)
+		return nil, err
 	}
 	type chunk struct {
 		seq int32
 		n   int64
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (chunk, error) {
-		var ch chunk
-		err := row.Scan(&ch.seq, &ch.n)
-		return ch, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list chunks: %w", err)
+	list := make([]chunk, len(seqs))
+	for i := range seqs {
+		list[i] = chunk{seqs[i], sizes[i]}
 	}
 	var sum int64
 	for i, ch := range list {
@@ -333,20 +296,19 @@ func (c *checker) chunks(ctx context.Context, b blob, h hash.Hash, prob probFunc
 		}
 		sum += ch.n
 	}
-	if sum != b.size {
-		if sum < b.size {
-			return prob(KindMissingContent, "%d chunk rows hold %d bytes, size is %d", len(list), sum, b.size), nil
+	if sum != b.Size {
+		if sum < b.Size {
+			return prob(KindMissingContent, "%d chunk rows hold %d bytes, size is %d", len(list), sum, b.Size), nil
 		}
-		return prob(KindSizeMismatch, "%d chunk rows hold %d bytes, size is %d", len(list), sum, b.size), nil
+		return prob(KindSizeMismatch, "%d chunk rows hold %d bytes, size is %d", len(list), sum, b.Size), nil
 	}
 	for _, ch := range list {
-		var data []byte
-		err := c.db.QueryRow(ctx, `SELECT data FROM blob_chunks WHERE blob_id = $1 AND seq = $2`, b.id, ch.seq).Scan(&data)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return prob(KindMissingContent, "chunk %d vanished", ch.seq), nil
-		}
+		data, ok, err := c.content.Chunk(ctx, b.ID, ch.seq)
 		if err != nil {
-			return nil, fmt.Errorf("read chunk %d: %w", ch.seq, err)
+			return nil, err
+		}
+		if !ok {
+			return prob(KindMissingContent, "chunk %d vanished", ch.seq), nil
 		}
 		if int64(len(data)) != ch.n {
 			return prob(KindSizeMismatch, "chunk %d changed length while read", ch.seq), nil
@@ -362,7 +324,7 @@ func (c *checker) file(ctx context.Context, b blob, h hash.Hash, prob probFunc) 
 	if c.media == nil {
 		return prob(KindUnreadable, "local blob, but no media (set S3GATE_DATA_DIR)"), nil
 	}
-	rd, err := c.media.Open(ctx, b.id, 0, -1)
+	rd, err := c.media.Open(ctx, b.ID, 0, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return prob(KindMissingContent, "file missing"), nil
 	}
@@ -378,8 +340,8 @@ func (c *checker) file(ctx context.Context, b blob, h hash.Hash, prob probFunc) 
 		k, err := rd.Read(c.buf)
 		if k > 0 {
 			n += int64(k)
-			if n > b.size {
-				return prob(KindSizeMismatch, "file is longer than the size %d", b.size), nil
+			if n > b.Size {
+				return prob(KindSizeMismatch, "file is longer than the size %d", b.Size), nil
 			}
 			c.feed(h, c.buf[:k])
 		}
@@ -393,8 +355,8 @@ func (c *checker) file(ctx context.Context, b blob, h hash.Hash, prob probFunc) 
 			return prob(KindUnreadable, "read file: %v", err), nil
 		}
 	}
-	if n != b.size {
-		return prob(KindSizeMismatch, "file has %d bytes, size is %d", n, b.size), nil
+	if n != b.Size {
+		return prob(KindSizeMismatch, "file has %d bytes, size is %d", n, b.Size), nil
 	}
 	return nil, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -213,7 +214,7 @@ func TestCheck(t *testing.T) {
 			if tc.damage != nil {
 				tc.damage(t, v, id)
 			}
-			r, err := Check(context.Background(), v.pool, Options{Media: v.media})
+			r, err := Check(context.Background(), pg.NewGC(v.pool), Options{Media: v.media})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +247,7 @@ func TestCommand(t *testing.T) {
 	if code, out, errOut := run(base); code != 0 || !strings.Contains(out, "fsck: clean; 5 blobs checked") {
 		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut := run([]string{"S3GATE_DATA_DIR=" + t.TempDir()}); code != 2 || !strings.Contains(errOut, "not available for the embedded store") {
+	if code, _, errOut := run([]string{"S3GATE_DATA_DIR=" + t.TempDir()}); code != 2 || !strings.Contains(errOut, "no embedded store in") {
 		t.Fatalf("embedded: exit %d: %s", code, errOut)
 	}
 	if code, _, _ := run(base, "--nonsense"); code != 2 {
@@ -257,4 +258,59 @@ func TestCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "PROBLEM hash-mismatch blob") || !strings.Contains(out, "fsck: 1 problems") {
 		t.Fatalf("damaged: exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// TestCommandEmbedded: fsck on the embedded default (no database URL: the
+// data directory) hashes every blob, finds a flipped byte in a blob file,
+// and refuses a data directory that a running engine holds.
+func TestCommandEmbedded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, err := embedded.Open(ctx, embedded.Config{Dir: dir, InlineMax: inlineMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.CreateBucket(ctx, "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	for k, d := range map[string][]byte{"small": data(1, 500), "large": data(2, 5<<19), "empty": nil} {
+		if _, err := e.PutObject(ctx, "b", k, bytes.NewReader(d), store.PutOptions{Size: int64(len(d))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var id int64
+	if err := e.DB().QueryRowContext(ctx, `SELECT blob_id FROM objects WHERE bucket = 'b' AND key = 'large'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"S3GATE_DATA_DIR=" + dir, fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax)}
+	run := func() (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := command(ctx, nil, environ, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, dir) || !strings.Contains(errOut, "in use") {
+		t.Fatalf("while the engine is open: exit %d: %s", code, errOut)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(); code != 0 || !strings.Contains(out, "fsck: clean; 3 blobs checked") {
+		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
+	}
+	v := &env{media: openMedia(t, dir)}
+	flipByte(t, v.blobFile(id), 1_000_000)
+	code, out, errOut := run()
+	if code != 1 || !strings.Contains(out, fmt.Sprintf("PROBLEM hash-mismatch blob %d (local)", id)) || !strings.Contains(out, "fsck: 1 problems") {
+		t.Fatalf("damaged: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func openMedia(t *testing.T, dir string) *localfs.Media {
+	t.Helper()
+	m, err := localfs.Open(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/fleet/lease"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -27,30 +28,49 @@ const (
 	ExitUsage = 2 // bad flags or configuration
 )
 
-// ErrEmbedded is returned by OpenTarget without a database URL.
-var ErrEmbedded = errors.New("not available for the embedded store yet: set " + config.Prefix + "DATABASE_URL to the PostgreSQL database the gateway serves")
+// ErrInUse is returned by OpenTarget when a running gateway holds the
+// embedded data directory.
+var ErrInUse = embedded.ErrInUse
 
-// Target is what the maintenance commands work on: the database of a
+// Target is what the maintenance commands work on: the metadata of a
 // gateway's configuration and, if it holds local blobs, its media.
 type Target struct {
 	Config config.Config
-	Pool   *pgxpool.Pool
-	Media  *localfs.Media // nil if no local blob exists and the engine is not local
+	DB     Meta
+	Pool   *pgxpool.Pool    // PostgreSQL only
+	Engine *embedded.Engine // the embedded default only
+	Media  *localfs.Media   // nil if no local blob exists and the engine is not local
 }
 
-// Close closes the pool.
-func (t *Target) Close() { t.Pool.Close() }
+// Close closes the pool or the engine (releasing the data directory).
+func (t *Target) Close() {
+	if t.Pool != nil {
+		t.Pool.Close()
+	}
+	if t.Engine != nil {
+		_ = t.Engine.Close() // the command's work is done or failed already
+	}
+}
 
 // maintenanceConns is the pool size of the maintenance commands: they work
 // one blob at a time and must not crowd the gateways' connections.
 const maintenanceConns = 4
 
-// OpenTarget opens the database of cfg (PostgreSQL only: ErrEmbedded
-// without a URL), checks that its schema is current, and opens the media of
-// the data directory if the engine is local or local blobs exist.
+// OpenTarget opens the metadata of cfg: the PostgreSQL database of
+// S3GATE_DATABASE_URL (its schema must be current; the media of the data
+// directory if the engine is local or local blobs exist), or, without a URL,
+// the embedded store in S3GATE_DATA_DIR, which must exist and must not be in
+// use by a running gateway (ErrInUse).
 func OpenTarget(ctx context.Context, cfg config.Config) (*Target, error) {
 	if cfg.DatabaseURL == "" {
-		return nil, ErrEmbedded
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, embedded.MetaFile)); err != nil {
+			return nil, fmt.Errorf("%sDATA_DIR: no embedded store in %s: %w", config.Prefix, cfg.DataDir, err)
+		}
+		e, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, InlineMax: int(cfg.InlineMax), Region: cfg.Region})
+		if err != nil {
+			return nil, fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
+		}
+		return &Target{Config: cfg, DB: e.GC(), Engine: e, Media: e.Media()}, nil
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
@@ -79,9 +99,11 @@ func (t *Target) open(ctx context.Context) error {
 	if applied != known {
 		return fmt.Errorf("schema version %d, this binary knows %d: run `s3gate migrate` (or start the gateway) first", applied, known)
 	}
-	var haveLocal bool
-	if err := t.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM blobs WHERE tier = 'local')`).Scan(&haveLocal); err != nil {
-		return fmt.Errorf("look for local blobs: %w", err)
+	g := pg.NewGC(t.Pool)
+	t.DB = g
+	haveLocal, err := g.HasLocalBlobs(ctx)
+	if err != nil {
+		return err
 	}
 	if t.Config.LargeEngine != config.EngineLocal && !haveLocal {
 		return nil
@@ -180,7 +202,9 @@ func LoadCommand(flags *flag.FlagSet, own Flags, args, environ []string, stderr 
 // Command is `s3gate gc [--offline] [--dry-run] [--grace D] [--stage-grace D]
 // [--upload-expiry D] [configuration flags]`. Without --offline it collects
 // once under the lease, exactly as a gateway's scheduled run does; with
-// --offline it collects at once for a maintenance window (see Offline).
+// --offline it collects at once for a maintenance window (see Offline). On
+// the embedded default both need the data directory to themselves: while
+// serve runs, its own online GC collects, and the command refuses.
 // --dry-run reports what would be reclaimed and deletes nothing. It returns
 // the process exit code: 0 done, 1 failed, 2 usage or configuration error.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -210,9 +234,9 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		}
 	}
 	t, err := OpenTarget(ctx, l.Config)
-	if errors.Is(err, ErrEmbedded) {
-		fmt.Fprintf(stderr, "s3gate gc: garbage collection is %v\n", err)
-		return ExitUsage
+	if errors.Is(err, ErrInUse) {
+		fmt.Fprintf(stderr, "s3gate gc: %v; the gateway that serves it runs online GC itself (%sGC_INTERVAL): stop it to collect with s3gate gc\n", err, config.Prefix)
+		return ExitFail
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
@@ -236,7 +260,7 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	switch {
 	case *dryRun:
 		// A dry run only reads, online or offline: no lease is needed.
-		plan, _, err := Offline(ctx, t.Pool, opts, true, nil)
+		plan, _, err := Offline(ctx, t.DB, opts, true, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
 			return ExitFail
@@ -245,7 +269,7 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		WritePlan(stdout, plan)
 		return ExitOK
 	case *offline:
-		_, st, err := Offline(ctx, t.Pool, opts, false, progress)
+		_, st, err := Offline(ctx, t.DB, opts, false, progress)
 		WriteStats(stdout, st)
 		if err != nil {
 			fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
@@ -253,7 +277,7 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		}
 		return ExitOK
 	default:
-		st, err := RunOnce(ctx, t.Pool, t.Media, opts)
+		st, err := RunOnce(ctx, t.DB, t.Media, opts)
 		WriteStats(stdout, st)
 		if errors.Is(err, lease.ErrHeld) {
 			fmt.Fprintln(stderr, "s3gate gc: another instance is collecting now (the gc lease is held); try again later, or use --offline in a maintenance window")

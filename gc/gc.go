@@ -1,14 +1,17 @@
 // Package gc reclaims content that nothing references: blobs (with their large
 // objects, chunk rows or files), incomplete multipart uploads past their
-// expiry, and the leftovers of crashes (orphan large objects, stage files,
-// blob files without a row).
+// expiry, and the leftovers of crashes (orphan large objects, stage rows,
+// stage files, blob files without a row).
 //
-// Deletion is arbitrated in SQL (docs/adr/006-gc-arbitration.md): each blob
-// goes in its own short transaction that first try-locks the blob's pin key
-// exclusively (a streaming GET holds it shared) and then runs a plain
-// DELETE, whose foreign-key checks fail if any reference exists or is being
-// inserted. Only what PostgreSQL lets go is removed; everything else is
-// skipped and retried on a later sweep.
+// The protocol is written here once, for every metadata engine (Meta): each
+// candidate blob goes in its own short transaction that first try-locks the
+// blob's pin exclusively (a streaming GET holds it shared), then deletes the
+// row only if nothing references it, with content kept in the database; the
+// guard approves before COMMIT, and a file is removed after it. What the
+// engine does not let go is skipped and retried on a later sweep. The
+// engines' arbitration (PostgreSQL: docs/adr/006-gc-arbitration.md; the
+// embedded engine: in-process pins and its single writer) and their SQL live
+// in store/pg and store/embedded.
 package gc
 
 import (
@@ -18,13 +21,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
 // Defaults of Options. A zero duration in Options means the default; a
@@ -45,9 +46,65 @@ const (
 	LeaseKind = "gc"
 )
 
-// maxUnlinksPerTx bounds the large objects one transaction unlinks: each
-// lo_unlink holds a lock until commit in the shared lock table (design §3).
-const maxUnlinksPerTx = 256
+// Meta is a metadata engine as GC sees it: queries that propose work, and
+// short transactions in which the engine's arbitration decides it.
+// store/pg (pg.NewGC) and store/embedded (Engine.GC) implement it.
+type Meta interface {
+	// Candidates lists unreferenced blobs older than grace with ids above
+	// after, ascending, at most limit. It only proposes.
+	Candidates(ctx context.Context, after int64, grace time.Duration, limit int) ([]int64, error)
+	// InTx runs fn in one short transaction, in which lock waits end after
+	// lockTimeout (store.GCBusy), and commits it only if fn returns true.
+	InTx(ctx context.Context, lockTimeout time.Duration, fn func(tx store.GCTx) (commit bool, err error)) error
+	// Rowless returns the ids among ids that have no blob row.
+	Rowless(ctx context.Context, ids []int64) ([]int64, error)
+	// ExpiredUploads lists uploads older than expiry with ids above after.
+	ExpiredUploads(ctx context.Context, expiry time.Duration, after string, limit int) ([]store.GCUpload, error)
+	// AbortUpload deletes an upload (its parts go with it) if it is still
+	// older than expiry, under the locks of the engine's upload mutations.
+	AbortUpload(ctx context.Context, u store.GCUpload, expiry, lockTimeout time.Duration) (store.GCVerdict, error)
+	// PlanBlobs counts what a sweep after the upload reaper would delete.
+	PlanBlobs(ctx context.Context, grace, expiry time.Duration) (store.GCPlan, error)
+}
+
+var (
+	_ Meta      = (*pg.GC)(nil)
+	_ dbContent = (*pg.GC)(nil)
+	_ fleetWide = (*pg.GC)(nil)
+	_ Meta      = (*embedded.GC)(nil)
+)
+
+// dbContent is the part of a Meta that keeps content inside the database
+// (store/pg): staged content, large objects and GC's bookkeeping of them.
+type dbContent interface {
+	EnsureSchema(ctx context.Context) error
+	AbandonedStages(ctx context.Context, stageGrace time.Duration) ([]int64, error)
+	ReapLargeObjects(ctx context.Context, grace, lockTimeout time.Duration, guard func(context.Context) error) (int64, error)
+	PlanStages(ctx context.Context, stageGrace time.Duration) (int64, error)
+	PlanLargeObjects(ctx context.Context, grace time.Duration) (n, bytes int64, err error)
+}
+
+// unstager is the part of a dbContent engine's GCTx that drops a stage row
+// (and its content) if it is still untouched for stageGrace.
+type unstager interface {
+	Unstage(ctx context.Context, id int64, stageGrace time.Duration) (bool, error)
+}
+
+// fleetWide is the part of a Meta that several gateways may share
+// (store/pg): its runs take the lease and prove with a sentinel session that
+// no pins were reset since the pin window (ADR 006).
+type fleetWide interface {
+	LeaseStore(ctx context.Context) (lease.Store, error)
+	Sentinel(ctx context.Context) (check func(context.Context) error, closeFn func(), err error)
+}
+
+// EnsureSchema creates GC's own tables, where the engine has any.
+func EnsureSchema(ctx context.Context, db Meta) error {
+	if c, ok := db.(dbContent); ok {
+		return c.EnsureSchema(ctx)
+	}
+	return nil
+}
 
 // Options configure Sweep, the reapers, RunOnce and the Runner.
 type Options struct {
@@ -155,131 +212,63 @@ func (s *Stats) Add(o Stats) {
 // the grace period, each in its own transaction (see the package doc). It
 // returns what it reclaimed; an error stops the sweep, and what was deleted
 // before it stays deleted.
-func Sweep(ctx context.Context, db *pgxpool.Pool, opts Options) (Stats, error) {
-	opts = opts.withDefaults()
+func Sweep(ctx context.Context, db Meta, opts Options) (Stats, error) {
 	var st Stats
+	return st, sweep(ctx, db, opts.withDefaults(), &st, nil)
+}
+
+// sweep is Sweep with a progress report per blob decided.
+func sweep(ctx context.Context, db Meta, opts Options, st *Stats, bar *Progress) error {
 	after := int64(0)
 	for {
-		ids, err := candidates(ctx, db, after, opts)
+		ids, err := db.Candidates(ctx, after, opts.Grace, opts.BatchSize)
 		if err != nil {
-			return st, err
+			return fmt.Errorf("gc: %w", err)
 		}
 		if len(ids) == 0 {
-			return st, nil
+			return nil
 		}
 		for _, id := range ids {
-			if err := deleteBlob(ctx, db, id, opts, &st); err != nil {
-				return st, err
+			if err := deleteBlob(ctx, db, id, opts, st); err != nil {
+				return err
 			}
+			bar.Add(1)
 		}
 		after = ids[len(ids)-1]
 	}
 }
 
-// candidates lists unreferenced blobs older than the grace, by id. This read
-// only proposes: the DELETE decides (a reference may commit at any time).
-func candidates(ctx context.Context, db *pgxpool.Pool, after int64, opts Options) ([]int64, error) {
-	rows, err := db.Query(ctx, `SELECT b.id FROM blobs b
-		WHERE b.id > $1 AND b.created_at <= clock_timestamp() - $2::bigint * interval '1 microsecond'
-		  AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
-		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
-		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)
-		ORDER BY b.id LIMIT $3`, after, opts.Grace.Microseconds(), opts.BatchSize)
-	if err != nil {
-		return nil, fmt.Errorf("gc: list candidate blobs: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("gc: list candidate blobs: %w", err)
-	}
-	return ids, nil
-}
-
-// SQLSTATEs that mean "leave this blob for later".
-const (
-	sqlFKViolation  = "23503" // a reference exists or committed meanwhile
-	sqlLockTimeout  = "55P03" // lock_not_available: a row lock outlived LockTimeout
-	sqlDeadlock     = "40P01"
-	sqlUniqueViolat = "23505"
-)
-
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
-// outcome of one deletion attempt.
-type outcome int
-
-const (
-	deleted outcome = iota
-	gone            // another sweeper deleted it first
-	pinned
-	referenced
-	busy
-)
-
-// deleteBlob runs the arbitration for one blob (ADR 006) and counts the result.
-func deleteBlob(ctx context.Context, db *pgxpool.Pool, id int64, opts Options, st *Stats) error {
-	var tier string
-	var size int64
-	res, err := inTx(ctx, db, opts, func(tx pgx.Tx) (outcome, error) {
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, BlobLockKey(id)).Scan(&got); err != nil {
-			return 0, fmt.Errorf("try pin lock: %w", err)
+// deleteBlob runs the arbitration for one blob and counts the result.
+func deleteBlob(ctx context.Context, db Meta, id int64, opts Options, st *Stats) error {
+	var b store.GCBlob
+	res, err := decide(ctx, db, opts, func(tx store.GCTx) (store.GCVerdict, error) {
+		if ok, err := tx.TryPin(ctx, id); err != nil || !ok {
+			return store.GCPinned, err
 		}
-		if !got {
-			return pinned, nil
+		var res store.GCVerdict
+		var err error
+		if b, res, err = tx.DeleteBlob(ctx, id); err != nil || res != store.GCDone {
+			return res, err
 		}
-		var oid *uint32
-		err := tx.QueryRow(ctx, `DELETE FROM blobs WHERE id = $1 RETURNING tier, size, lo_oid`, id).Scan(&tier, &size, &oid)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return gone, nil
+		if b.Tier == store.TierLocal && opts.Media == nil {
+			return 0, errors.New("local blob, but no media configured")
 		}
-		if err != nil {
-			return 0, fmt.Errorf("delete: %w", err)
-		}
-		switch tier {
-		case store.TierPGLO:
-			if oid == nil {
-				return 0, errors.New("pglo blob without a large object")
-			}
-			// Unlink only if it exists: a missing large object is damage for
-			// fsck to report, not a reason to keep an unreferenced row.
-			if _, err := tx.Exec(ctx, `SELECT lo_unlink(oid) FROM pg_largeobject_metadata WHERE oid = $1`, *oid); err != nil {
-				return 0, fmt.Errorf("lo_unlink %d: %w", *oid, err)
-			}
-		case store.TierLocal:
-			if opts.Media == nil {
-				return 0, errors.New("local blob, but no media configured")
-			}
-		case store.TierPGChunks:
-			// Chunk rows have no foreign key (staged rows precede their blob
-			// row, ADR 007): they go with the row in this transaction.
-			if _, err := tx.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1`, id); err != nil {
-				return 0, fmt.Errorf("delete chunks: %w", err)
-			}
-		}
-		// Inline data is in the row.
-		return deleted, nil
+		return store.GCDone, nil
 	})
 	if err != nil {
 		return fmt.Errorf("gc: blob %d: %w", id, err)
 	}
 	switch res {
-	case pinned:
+	case store.GCPinned:
 		st.SkippedPinned++
-	case referenced:
+	case store.GCReferenced:
 		st.SkippedReferenced++
-	case busy:
+	case store.GCBusy:
 		st.SkippedBusy++
-	case deleted:
+	case store.GCDone:
 		st.BlobsDeleted++
-		st.BytesReclaimed += size
-		if tier == store.TierLocal {
+		st.BytesReclaimed += b.Size
+		if b.Tier == store.TierLocal {
 			// After the commit: the row is gone, and ids are never reused, so
 			// a concurrent put of the same content publishes a new id and a
 			// new file that this removal cannot hit.
@@ -291,49 +280,21 @@ func deleteBlob(ctx context.Context, db *pgxpool.Pool, id int64, opts Options, s
 	return nil
 }
 
-// inTx runs fn in a short transaction with the lock timeout set, calls the
-// guard before committing a deletion, and classifies arbitration errors
-// (foreign key, lock timeout, deadlock) as outcomes. Anything but a deletion
-// is rolled back. The transaction always ends before its connection returns
-// to the pool.
-func inTx(ctx context.Context, db *pgxpool.Pool, opts Options, fn func(tx pgx.Tx) (outcome, error)) (res outcome, err error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if rerr := tx.Rollback(rctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
-				err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+// decide runs fn in one transaction of db and commits only a GCDone verdict,
+// after the guard approved it.
+func decide(ctx context.Context, db Meta, opts Options, fn func(tx store.GCTx) (store.GCVerdict, error)) (store.GCVerdict, error) {
+	var res store.GCVerdict
+	err := db.InTx(ctx, opts.LockTimeout, func(tx store.GCTx) (bool, error) {
+		var err error
+		if res, err = fn(tx); err != nil || res != store.GCDone {
+			return false, err
+		}
+		if opts.Guard != nil {
+			if err := opts.Guard(ctx); err != nil {
+				return false, fmt.Errorf("guard refused the deletion: %w", err)
 			}
 		}
-	}()
-	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
-		fmt.Sprintf("%dms", max(opts.LockTimeout.Milliseconds(), 1))); err != nil {
-		return 0, fmt.Errorf("set lock_timeout: %w", err)
-	}
-	res, err = fn(tx)
-	switch pgCode(err) {
-	case sqlFKViolation:
-		return referenced, nil
-	case sqlLockTimeout, sqlDeadlock:
-		return busy, nil
-	}
-	if err != nil || res != deleted {
-		return res, err
-	}
-	if opts.Guard != nil {
-		if err := opts.Guard(ctx); err != nil {
-			return 0, fmt.Errorf("guard refused the deletion: %w", err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		committed = true // pgx ended the transaction
-		return 0, fmt.Errorf("commit: %w", err)
-	}
-	committed = true
-	return deleted, nil
+		return true, nil
+	})
+	return res, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
 // garbage puts key with data and deletes it, leaving one unreferenced blob.
@@ -40,14 +41,14 @@ func TestSweepReclaims(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Young blobs are protected by the default grace.
-			st, err := Sweep(ctx, v.pool, Options{Media: v.media})
+			st, err := Sweep(ctx, v.db, Options{Media: v.media})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st.BlobsDeleted != 0 || !v.blobExists(t, idSmall) || !v.blobExists(t, idLarge) {
 				t.Fatalf("grace ignored: %+v", st)
 			}
-			st, err = Sweep(ctx, v.pool, v.opts())
+			st, err = Sweep(ctx, v.db, v.opts())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +82,7 @@ func TestPinStopsDeletion(t *testing.T) {
 			if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, BlobLockKey(id)); err != nil {
 				t.Fatal(err)
 			}
-			st, err := Sweep(ctx, v.pool, v.opts())
+			st, err := Sweep(ctx, v.db, v.opts())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +92,7 @@ func TestPinStopsDeletion(t *testing.T) {
 			if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock_shared($1)`, BlobLockKey(id)); err != nil {
 				t.Fatal(err)
 			}
-			st, err = Sweep(ctx, v.pool, v.opts())
+			st, err = Sweep(ctx, v.db, v.opts())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +153,7 @@ func TestReferenceInFlight(t *testing.T) {
 				}
 				done := make(chan result, 1)
 				go func() {
-					st, err := Sweep(ctx, v.pool, v.opts())
+					st, err := Sweep(ctx, v.db, v.opts())
 					done <- result{st, err}
 				}()
 				v.waitLockWaiters(t, 1)
@@ -205,7 +206,7 @@ func TestPutWhileDeleting(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				st, err := Sweep(ctx, v.pool, opts)
+				st, err := Sweep(ctx, v.db, opts)
 				if err == nil && st.BlobsDeleted != 1 {
 					err = fmt.Errorf("stats %+v, want one deletion", st)
 				}
@@ -242,7 +243,7 @@ func TestGuardRefusal(t *testing.T) {
 			opts := v.opts()
 			errLost := errors.New("lease lost")
 			opts.Guard = func(context.Context) error { return errLost }
-			st, err := Sweep(context.Background(), v.pool, opts)
+			st, err := Sweep(context.Background(), v.db, opts)
 			if !errors.Is(err, errLost) {
 				t.Fatalf("err = %v, want the guard's error", err)
 			}
@@ -295,14 +296,14 @@ func TestReapers(t *testing.T) {
 		if err := v.pool.QueryRow(ctx, `SELECT lo_from_bytea(0, 'crash leftover')`).Scan(&oid); err != nil {
 			t.Fatal(err)
 		}
-		n, err := ReapLargeObjects(ctx, v.pool, Options{})
+		n, err := ReapLargeObjects(ctx, v.db, Options{})
 		if err != nil || n != 0 {
 			t.Fatalf("first sighting unlinked %d (%v); the grace runs from the first sighting", n, err)
 		}
 		if _, err := v.pool.Exec(ctx, `UPDATE gc_lo_sightings SET first_seen = first_seen - interval '2 minutes'`); err != nil {
 			t.Fatal(err)
 		}
-		if n, err = ReapLargeObjects(ctx, v.pool, Options{}); err != nil || n != 1 {
+		if n, err = ReapLargeObjects(ctx, v.db, Options{}); err != nil || n != 1 {
 			t.Fatalf("unlinked %d (%v), want the orphan", n, err)
 		}
 		if v.count(t, `SELECT count(*) FROM gc_lo_sightings`) != 0 {
@@ -346,7 +347,7 @@ func TestReapers(t *testing.T) {
 			}
 		}
 		publish(1_000_000) // a crash's leftover: no row ever
-		if n, err := ReapBlobFiles(ctx, v.pool, v.media, Options{}); err != nil || n != 0 {
+		if n, err := ReapBlobFiles(ctx, v.db, v.media, Options{}); err != nil || n != 0 {
 			t.Fatalf("young file removed: %d %v", n, err)
 		}
 		// A put in flight: its row is inserted but not committed. The probe
@@ -362,14 +363,14 @@ func TestReapers(t *testing.T) {
 		publish(2_000_000)
 		opts := v.opts()
 		opts.LockTimeout = 100 * time.Millisecond
-		n, err := ReapBlobFiles(ctx, v.pool, v.media, opts)
+		n, err := ReapBlobFiles(ctx, v.db, v.media, opts)
 		if err != nil || n != 1 {
 			t.Fatalf("removed %d (%v), want only the leftover", n, err)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := ReapBlobFiles(ctx, v.pool, v.media, v.opts()); err != nil || n != 0 {
+		if n, err := ReapBlobFiles(ctx, v.db, v.media, v.opts()); err != nil || n != 0 {
 			t.Fatalf("removed %d (%v) after the put committed, want 0", n, err)
 		}
 		ids, err := v.media.BlobIDs(ctx)
@@ -391,25 +392,25 @@ func TestReapers(t *testing.T) {
 func TestSentinelDetectsReset(t *testing.T) {
 	v := newEnv(t, "pgchunks")
 	ctx := context.Background()
-	s, err := openSentinel(ctx, v.pool)
+	check, closeSentinel, err := pg.NewGC(v.pool).Sentinel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.close()
-	if err := s.check(ctx); err != nil {
+	defer closeSentinel()
+	if err := check(ctx); err != nil {
 		t.Fatalf("fresh sentinel: %v", err)
 	}
-	pid := s.conn.PgConn().PID()
+	pid := v.count(t, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, pg.SentinelApp)
 	if v.count(t, `SELECT count(*) FROM (SELECT pg_terminate_backend($1::int, 30000) AS gone) t WHERE gone`, pid) != 1 {
 		t.Fatal("terminate failed")
 	}
-	if err := s.check(ctx); err == nil {
+	if err := check(ctx); err == nil {
 		t.Fatal("sentinel check passed after its session was terminated")
 	}
 	id := v.garbage(t, "k", content(4))
 	opts := v.opts()
-	opts.Guard = s.check
-	if _, err := Sweep(ctx, v.pool, opts); err == nil || !v.blobExists(t, id) {
+	opts.Guard = check
+	if _, err := Sweep(ctx, v.db, opts); err == nil || !v.blobExists(t, id) {
 		t.Fatalf("deleted after a session reset: err %v", err)
 	}
 }

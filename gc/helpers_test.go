@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"testing"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -53,9 +57,18 @@ const inlineMax = 1024
 
 var modes = []string{pg.LargePGLO, pg.LargePGChunks, pg.LargeLocal}
 
+// embeddedMode is the embedded default (SQLite and local files) in tests
+// that run on every engine.
+const embeddedMode = "embedded"
+
+// engines is every engine: the PostgreSQL modes and the embedded default.
+var engines = append(append([]string(nil), modes...), embeddedMode)
+
 type env struct {
-	eng    *pg.Engine
-	pool   *pgxpool.Pool
+	eng    store.ObjectStore
+	db     Meta
+	pool   *pgxpool.Pool    // PostgreSQL only
+	emb    *embedded.Engine // the embedded default only
 	media  *localfs.Media
 	mode   string
 	bucket string
@@ -63,6 +76,9 @@ type env struct {
 
 func newEnv(t *testing.T, mode string) *env {
 	t.Helper()
+	if mode == embeddedMode {
+		return newEmbeddedEnv(t, embedded.Config{})
+	}
 	ctx := context.Background()
 	cfg := pg.Config{DatabaseURL: pgtest.DSN(t), InlineMax: inlineMax, Large: mode}
 	var media *localfs.Media
@@ -78,13 +94,74 @@ func newEnv(t *testing.T, mode string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Close)
-	if err := EnsureSchema(ctx, eng.Pool()); err != nil {
+	if err := EnsureSchema(ctx, pg.NewGC(eng.Pool())); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.CreateBucket(ctx, "b", ""); err != nil {
 		t.Fatal(err)
 	}
-	return &env{eng: eng, pool: eng.Pool(), media: media, mode: mode, bucket: "b"}
+	return &env{eng: eng, db: pg.NewGC(eng.Pool()), pool: eng.Pool(), media: media, mode: mode, bucket: "b"}
+}
+
+// newEmbeddedEnv opens the embedded engine on a fresh data directory with
+// cfg (Dir and InlineMax are set here).
+func newEmbeddedEnv(t *testing.T, cfg embedded.Config) *env {
+	t.Helper()
+	cfg.Dir, cfg.InlineMax = t.TempDir(), inlineMax
+	eng, err := embedded.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := eng.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := eng.CreateBucket(context.Background(), "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	return &env{eng: eng, db: eng.GC(), emb: eng, media: eng.Media(), mode: embeddedMode, bucket: "b"}
+}
+
+// pgParam matches PostgreSQL's $n placeholders; SQLite reads them as ?n.
+var pgParam = regexp.MustCompile(`\$([0-9]+)`)
+
+// scalar runs a query that returns one integer, on either engine's
+// database; simple SQL works on both.
+func (v *env) scalar(ctx context.Context, q string, args ...any) (int64, error) {
+	var n int64
+	if v.pool != nil {
+		return n, v.pool.QueryRow(ctx, q, args...).Scan(&n)
+	}
+	return n, v.emb.DB().QueryRowContext(ctx, pgParam.ReplaceAllString(q, "?$1"), args...).Scan(&n)
+}
+
+// writeSQL runs a statement on either engine's database (for the embedded
+// one on a connection of its own: tests only).
+func (v *env) writeSQL(t *testing.T, pgSQL, sqliteSQL string) {
+	t.Helper()
+	ctx := context.Background()
+	if v.pool != nil {
+		if _, err := v.pool.Exec(ctx, pgSQL); err != nil {
+			t.Fatalf("%s: %v", pgSQL, err)
+		}
+		return
+	}
+	db, err := sql.Open("sqlite", filepath.Join(v.media.Dir(), embedded.MetaFile)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, sqliteSQL); err != nil {
+		t.Fatalf("%s: %v", sqliteSQL, err)
+	}
+}
+
+// ageUploads makes every upload look initiated eight days ago.
+func (v *env) ageUploads(t *testing.T) {
+	t.Helper()
+	v.writeSQL(t, `UPDATE uploads SET initiated = initiated - interval '8 days'`,
+		`UPDATE uploads SET initiated = initiated - 8 * 86400000000`)
 }
 
 // opts are sweep options with no grace at all: the adversarial setting.
@@ -137,17 +214,17 @@ func (v *env) check(ctx context.Context, key string, want []byte) error {
 
 func (v *env) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := v.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+	n, err := v.scalar(context.Background(), sql, args...)
+	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-	return n
+	return int(n)
 }
 
 // settle collects until nothing is left to collect (grace none, uploads kept).
 func (v *env) settle(t *testing.T) Stats {
 	t.Helper()
-	st, err := collect(context.Background(), v.pool, v.opts())
+	st, err := collect(context.Background(), v.db, v.opts())
 	if err != nil {
 		t.Fatalf("settle: %v", err)
 	}
@@ -158,11 +235,13 @@ func (v *env) settle(t *testing.T) Stats {
 // referenced lost its content.
 func (v *env) assertNoOrphans(t *testing.T) {
 	t.Helper()
-	checks := []struct{ what, sql string }{
-		{"unreferenced blob rows", `SELECT count(*) FROM blobs b
+	if n := v.count(t, `SELECT count(*) FROM blobs b
 			WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
 			  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
-			  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`},
+			  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`); n != 0 {
+		t.Errorf("%d unreferenced blob rows", n)
+	}
+	checks := []struct{ what, sql string }{
 		{"unreferenced large objects", `SELECT count(*) FROM pg_largeobject_metadata m
 			WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)`},
 		{"pglo blobs without their large object", `SELECT count(*) FROM blobs b
@@ -173,6 +252,9 @@ func (v *env) assertNoOrphans(t *testing.T) {
 			WHERE b.tier = 'pgchunks' AND b.size > 0 AND NOT EXISTS (SELECT 1 FROM blob_chunks c WHERE c.blob_id = b.id)`},
 	}
 	for _, c := range checks {
+		if v.pool == nil {
+			break // no content in the database
+		}
 		if n := v.count(t, c.sql); n != 0 {
 			t.Errorf("%d %s", n, c.what)
 		}
@@ -184,20 +266,16 @@ func (v *env) assertNoOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := v.pool.Query(context.Background(), `SELECT id FROM blobs WHERE tier = 'local' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+	for after := int64(0); ; {
+		id, err := v.scalar(context.Background(), `SELECT coalesce(min(id), 0) FROM blobs WHERE tier = 'local' AND id > $1`, after)
+		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		if id == 0 {
+			break
+		}
+		want, after = append(want, id), id
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i] < files[j] })
 	if fmt.Sprint(files) != fmt.Sprint(want) {
@@ -215,9 +293,8 @@ func (v *env) assertNoOrphans(t *testing.T) {
 // blobOf returns the blob id of a single-put object.
 func (v *env) blobOf(t *testing.T, key string) int64 {
 	t.Helper()
-	var id int64
-	if err := v.pool.QueryRow(context.Background(), `SELECT blob_id FROM objects WHERE bucket = $1 AND key = $2`,
-		v.bucket, key).Scan(&id); err != nil {
+	id, err := v.scalar(context.Background(), `SELECT blob_id FROM objects WHERE bucket = $1 AND key = $2`, v.bucket, key)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return id

@@ -100,7 +100,7 @@ func TestOfflineDryRunThenCollect(t *testing.T) {
 			opts.UploadExpiry = -1
 
 			// With the default grace everything is too young.
-			young, _, err := Offline(ctx, v.pool, Options{Media: v.media, UploadExpiry: -1, StageGrace: -1}, true, nil)
+			young, _, err := Offline(ctx, v.db, Options{Media: v.media, UploadExpiry: -1, StageGrace: -1}, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestOfflineDryRunThenCollect(t *testing.T) {
 				t.Errorf("grace ignored: %+v", young)
 			}
 
-			plan, st, err := Offline(ctx, v.pool, opts, true, nil)
+			plan, st, err := Offline(ctx, v.db, opts, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestOfflineDryRunThenCollect(t *testing.T) {
 			var progress bytes.Buffer
 			var m Metrics
 			opts.Metrics = &m
-			_, st, err = Offline(ctx, v.pool, opts, false, &progress)
+			_, st, err = Offline(ctx, v.db, opts, false, &progress)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestOfflineDryRunThenCollect(t *testing.T) {
 					m.UploadsAborted.Load(), m.OrphansFound.Load())
 			}
 			// Nothing is left to plan.
-			plan, _, err = Offline(ctx, v.pool, opts, true, nil)
+			plan, _, err = Offline(ctx, v.db, opts, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func TestOfflineUsesStoreLocks(t *testing.T) {
 				// Offline GC waits on the same key, times out and skips.
 				opts := v.opts()
 				opts.UploadExpiry, opts.LockTimeout = -1, 50*time.Millisecond
-				_, st, err := Offline(ctx, v.pool, opts, false, nil)
+				_, st, err := Offline(ctx, v.db, opts, false, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -253,8 +253,8 @@ func TestCommand(t *testing.T) {
 		stderr   []string
 		reclaims bool
 	}{
-		{"embedded store", []string{"--offline"}, []string{"S3GATE_DATA_DIR=" + t.TempDir()}, ExitUsage,
-			nil, []string{"not available for the embedded store yet"}, false},
+		{"no embedded store", []string{"--offline"}, []string{"S3GATE_DATA_DIR=" + t.TempDir()}, ExitUsage,
+			nil, []string{"no embedded store in"}, false},
 		{"unknown flag", []string{"--bogus"}, base, ExitUsage, nil, []string{"bogus"}, false},
 		{"bad setting", []string{"--offline", "-inline-max", "lots"}, base, ExitUsage, nil, []string{"S3GATE_INLINE_MAX"}, false},
 		{"negative duration", []string{"--grace=-1s"}, base, ExitUsage, nil, []string{"must not be negative"}, false},
@@ -304,7 +304,7 @@ func TestRunOnceMetrics(t *testing.T) {
 	var m Metrics
 	opts := v.opts()
 	opts.PinWindow, opts.Metrics, opts.Holder = -1, &m, "me"
-	st, err := RunOnce(ctx, v.pool, nil, opts)
+	st, err := RunOnce(ctx, v.db, nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestRunOnceMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = g.Finish(ctx) }()
-	if _, err := RunOnce(ctx, v.pool, nil, opts); err == nil {
+	if _, err := RunOnce(ctx, v.db, nil, opts); err == nil {
 		t.Fatal("RunOnce ran while another holder had the lease")
 	}
 	if m.LeaseBusy.Load() != 1 || m.SweepsRun.Load() != 1 || m.LeaseHeld.Load() != 0 {

@@ -30,7 +30,7 @@ func (v *env) sweeper(t *testing.T, stop <-chan struct{}) <-chan Stats {
 				return
 			default:
 			}
-			st, err := Sweep(context.Background(), v.pool, v.opts())
+			st, err := Sweep(context.Background(), v.db, v.opts())
 			total.Add(st)
 			if err != nil {
 				t.Errorf("sweep: %v", err)
@@ -41,67 +41,78 @@ func (v *env) sweeper(t *testing.T, stop <-chan struct{}) <-chan Stats {
 	return out
 }
 
+// raceSweeps runs raceWorkers workers, each calling round rounds times (i
+// counts them; a failed test stops every worker), while sweeps with no grace
+// run in a loop. It returns what each worker's keys must hold and what the
+// sweeps deleted.
+func (v *env) raceSweeps(t *testing.T, seed uint64, rounds int,
+	round func(w, i int, rng *rand.Rand, expect map[string][]byte) error) ([]map[string][]byte, Stats) {
+	stop := make(chan struct{})
+	swept := v.sweeper(t, stop)
+	expect := make([]map[string][]byte, raceWorkers)
+	var wg sync.WaitGroup
+	for w := range raceWorkers {
+		expect[w] = map[string][]byte{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for i := 0; i < rounds && !t.Failed(); i++ {
+				if err := round(w, i, rng, expect[w]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	return expect, <-swept
+}
+
 // TestRacePutsDeletesSweeps: dedup puts of a few shared contents, overwrites,
 // deletes and copies race sweeps with no grace. Every acknowledged object
 // reads back with the right SHA-256, during the race and after it, and once
 // GC settles nothing unreferenced is left.
 func TestRacePutsDeletesSweeps(t *testing.T) {
 	n := iterations(t)
-	for _, mode := range modes {
+	for _, mode := range engines {
 		t.Run(mode, func(t *testing.T) {
 			v := newEnv(t, mode)
 			ctx := context.Background()
-			stop := make(chan struct{})
-			swept := v.sweeper(t, stop)
-			expect := make([]map[string][]byte, raceWorkers)
-			var wg sync.WaitGroup
-			for w := range raceWorkers {
-				expect[w] = map[string][]byte{}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 42))
-					keys := []string{fmt.Sprintf("w%d/a", w), fmt.Sprintf("w%d/b", w), fmt.Sprintf("w%d/c", w)}
-					for i := 0; i < n/raceWorkers && !t.Failed(); i++ {
-						key := keys[rng.IntN(len(keys))]
-						switch op := rng.IntN(10); {
-						case op < 5: // put (dedup across workers: 6 shared contents)
-							data := content(uint64(rng.IntN(6)))
-							if err := v.put(ctx, key, data); err != nil {
-								t.Errorf("put %s: %v", key, err)
-								return
-							}
-							expect[w][key] = data
-						case op < 7:
-							if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
-								t.Errorf("delete %s: %v", key, err)
-								return
-							}
-							delete(expect[w], key)
-						case op < 8: // copy: a new reference to an existing blob
-							src := keys[rng.IntN(len(keys))]
-							data, ok := expect[w][src]
-							if !ok || src == key {
-								continue
-							}
-							if _, err := v.eng.CopyObject(ctx, store.CopySource{Bucket: v.bucket, Key: src}, v.bucket, key, store.CopyOptions{}); err != nil {
-								t.Errorf("copy %s -> %s: %v", src, key, err)
-								return
-							}
-							expect[w][key] = data
-						}
-						// Our own keys change only here: reading one back must
-						// always succeed with the acknowledged content.
-						if err := v.check(ctx, key, expect[w][key]); err != nil {
-							t.Errorf("during the race: %v", err)
-							return
-						}
+			expect, total := v.raceSweeps(t, 42, n/raceWorkers, func(w, _ int, rng *rand.Rand, expect map[string][]byte) error {
+				keys := []string{fmt.Sprintf("w%d/a", w), fmt.Sprintf("w%d/b", w), fmt.Sprintf("w%d/c", w)}
+				key := keys[rng.IntN(len(keys))]
+				switch op := rng.IntN(10); {
+				case op < 5: // put (dedup across workers: 6 shared contents)
+					data := content(uint64(rng.IntN(6)))
+					if err := v.put(ctx, key, data); err != nil {
+						return fmt.Errorf("put %s: %w", key, err)
 					}
-				}()
-			}
-			wg.Wait()
-			close(stop)
-			total := <-swept
+					expect[key] = data
+				case op < 7:
+					if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
+						return fmt.Errorf("delete %s: %w", key, err)
+					}
+					delete(expect, key)
+				case op < 8: // copy: a new reference to an existing blob
+					src := keys[rng.IntN(len(keys))]
+					data, ok := expect[src]
+					if !ok || src == key {
+						return nil
+					}
+					if _, err := v.eng.CopyObject(ctx, store.CopySource{Bucket: v.bucket, Key: src}, v.bucket, key, store.CopyOptions{}); err != nil {
+						return fmt.Errorf("copy %s -> %s: %w", src, key, err)
+					}
+					expect[key] = data
+				}
+				// Our own keys change only here: reading one back must
+				// always succeed with the acknowledged content.
+				if err := v.check(ctx, key, expect[key]); err != nil {
+					return fmt.Errorf("during the race: %w", err)
+				}
+				return nil
+			})
 			t.Logf("%d ops, swept %+v", n, total)
 			verify := func(when string) {
 				for w := range raceWorkers {
@@ -125,36 +136,21 @@ func TestRacePutsDeletesSweeps(t *testing.T) {
 // race sweeps with no grace.
 func TestRaceMultipart(t *testing.T) {
 	n := iterations(t) / 4 // each iteration is a whole upload
-	for _, mode := range modes {
+	for _, mode := range engines {
 		t.Run(mode, func(t *testing.T) {
 			v := newEnv(t, mode)
 			ctx := context.Background()
-			stop := make(chan struct{})
-			swept := v.sweeper(t, stop)
-			expect := make([]map[string][]byte, raceWorkers)
-			var wg sync.WaitGroup
-			for w := range raceWorkers {
-				expect[w] = map[string][]byte{}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					for i := 0; i < max(n/raceWorkers, 1) && !t.Failed(); i++ {
-						key := fmt.Sprintf("w%d/mp%d", w, rng.IntN(2))
-						if err := v.multipartRound(ctx, rng, key, expect[w]); err != nil {
-							t.Error(err)
-							return
-						}
-						if err := v.check(ctx, key, expect[w][key]); err != nil {
-							t.Errorf("during the race: %v", err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(stop)
-			t.Logf("%d uploads, swept %+v", n, <-swept)
+			expect, swept := v.raceSweeps(t, 7, max(n/raceWorkers, 1), func(w, _ int, rng *rand.Rand, expect map[string][]byte) error {
+				key := fmt.Sprintf("w%d/mp%d", w, rng.IntN(2))
+				if err := v.multipartRound(ctx, rng, key, expect); err != nil {
+					return err
+				}
+				if err := v.check(ctx, key, expect[key]); err != nil {
+					return fmt.Errorf("during the race: %w", err)
+				}
+				return nil
+			})
+			t.Logf("%d uploads, swept %+v", n, swept)
 			v.settle(t)
 			v.assertNoOrphans(t)
 			for w := range raceWorkers {
@@ -166,9 +162,7 @@ func TestRaceMultipart(t *testing.T) {
 				}
 			}
 			// Uploads left open keep their parts; expired, they go with them.
-			if _, err := v.pool.Exec(ctx, `UPDATE uploads SET initiated = initiated - interval '8 days'`); err != nil {
-				t.Fatal(err)
-			}
+			v.ageUploads(t)
 			v.settle(t)
 			if left := v.count(t, `SELECT count(*) FROM uploads`); left != 0 {
 				t.Fatalf("%d expired uploads left", left)
@@ -249,7 +243,7 @@ func TestRunnersRace(t *testing.T) {
 	for i, h := range holders {
 		o := opts
 		o.Holder = h
-		r, err := NewRunner(ctx, v.pool, nil, o)
+		r, err := NewRunner(ctx, v.db, nil, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +297,7 @@ func TestRunnersRace(t *testing.T) {
 	var st Stats
 	var err error
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		st, err = RunOnce(context.Background(), v.pool, nil, opts)
+		st, err = RunOnce(context.Background(), v.db, nil, opts)
 		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
 			break
 		}
@@ -338,7 +332,7 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 	opts := v.opts()
 	opts.PinWindow = -1
 	opts.Holder = "other"
-	r, err := NewRunner(ctx, v.pool, nil, opts)
+	r, err := NewRunner(ctx, v.db, nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +341,7 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 	}
 	id := v.garbage(t, "k", content(4))
 	opts.Holder = "me"
-	if _, err := RunOnce(ctx, v.pool, nil, opts); !errors.Is(err, lease.ErrHeld) {
+	if _, err := RunOnce(ctx, v.db, nil, opts); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("RunOnce with the lease held: %v", err)
 	}
 	if !v.blobExists(t, id) {
@@ -356,7 +350,7 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 	if _, err := v.pool.Exec(ctx, `UPDATE leases SET expires_at = clock_timestamp() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	st, err := RunOnce(ctx, v.pool, nil, opts)
+	st, err := RunOnce(ctx, v.db, nil, opts)
 	if err != nil || st.BlobsDeleted != 1 {
 		t.Fatalf("RunOnce after expiry: %+v, %v", st, err)
 	}

@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/store/localfs"
@@ -20,25 +16,27 @@ import (
 // not be counted as a completed sweep.
 var ErrNotCounted = errors.New("gc: lease lost during the run; not counted as done")
 
-// sentinelTimeout bounds each check on the sentinel connection, and its close.
-const sentinelTimeout = 2 * time.Second
+// finishTimeout bounds the lease's Finish at the end of a run.
+const finishTimeout = 2 * time.Second
 
-// Runner runs the reapers and the sweep on a schedule, each run under the
-// "gc" lease, so that at most one instance collects at a time.
+// Runner runs the reapers and the sweep on a schedule. On an engine that
+// several gateways may share (PostgreSQL) each run is under the "gc" lease,
+// so that at most one instance collects at a time; on the embedded engine one
+// process owns the data directory and no lease is needed.
 type Runner struct {
-	db    *pgxpool.Pool
-	media *localfs.Media
+	db    Meta
 	opts  Options
-	store lease.Store
+	store lease.Store // nil: no lease
+	fleet fleetWide   // nil: no lease, no sentinel, no pin window
 
 	// active, if set (tests), is told when a run starts deleting (+1) and
 	// when it stops (-1).
 	active func(delta int)
 }
 
-// NewRunner returns a runner over db and media (nil if the local engine is
-// not used). It creates the lease and GC tables if needed.
-func NewRunner(ctx context.Context, db *pgxpool.Pool, media *localfs.Media, opts Options) (*Runner, error) {
+// NewRunner returns a runner over db and media (nil if no local files are
+// used). It creates the lease and GC tables if needed.
+func NewRunner(ctx context.Context, db Meta, media *localfs.Media, opts Options) (*Runner, error) {
 	opts = opts.withDefaults()
 	opts.Media = media
 	if opts.Holder == "" {
@@ -48,20 +46,25 @@ func NewRunner(ctx context.Context, db *pgxpool.Pool, media *localfs.Media, opts
 		}
 		opts.Holder = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	st, err := lease.NewPGStore(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("gc: %w", err)
+	r := &Runner{db: db, opts: opts}
+	if f, ok := db.(fleetWide); ok {
+		st, err := f.LeaseStore(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
+		r.store, r.fleet = st, f
 	}
 	if err := EnsureSchema(ctx, db); err != nil {
 		return nil, err
 	}
-	return &Runner{db: db, media: media, opts: opts, store: st}, nil
+	return r, nil
 }
 
-// RunOnce collects once, now, under the lease (for `s3gate gc`): it returns
-// an error wrapping lease.ErrHeld if another instance is collecting, and
-// ErrNotCounted if the lease was lost before the run ended.
-func RunOnce(ctx context.Context, db *pgxpool.Pool, media *localfs.Media, opts Options) (Stats, error) {
+// RunOnce collects once, now, under the lease where there is one (for
+// `s3gate gc`): it returns an error wrapping lease.ErrHeld if another
+// instance is collecting, and ErrNotCounted if the lease was lost before the
+// run ended.
+func RunOnce(ctx context.Context, db Meta, media *localfs.Media, opts Options) (Stats, error) {
 	r, err := NewRunner(ctx, db, media, opts)
 	if err != nil {
 		return Stats{}, err
@@ -99,8 +102,12 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // RunOnce performs one run: take the lease, open the sentinel session, wait
 // the pin window, then reap uploads, sweep blobs, reap orphan large objects,
-// stage files and blob files, and finish the lease.
+// stage files and blob files, and finish the lease. Without a lease (the
+// embedded engine) it just collects.
 func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
+	if r.fleet == nil {
+		return r.collect(ctx, r.opts)
+	}
 	lcfg := r.opts.Lease
 	lcfg.Kind, lcfg.Holder = LeaseKind, r.opts.Holder
 	m := r.opts.Metrics
@@ -113,7 +120,7 @@ func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 	}
 	m.leaseAcquired()
 	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sentinelTimeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		done, ferr := grant.Finish(fctx)
 		switch {
@@ -133,11 +140,11 @@ func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 	// sentinel dies with it. A deletion commits only after the sentinel
 	// answered inside the deleting transaction, so no deletion commits after a
 	// crash that streams have not had the pin window to notice.
-	s, err := openSentinel(job, r.db)
+	check, closeSentinel, err := r.fleet.Sentinel(job)
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("gc: %w", err)
 	}
-	defer s.close()
+	defer closeSentinel()
 	if r.opts.PinWindow > 0 {
 		select {
 		case <-job.Done():
@@ -151,8 +158,8 @@ func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 		if err := grant.Err(); err != nil {
 			return err
 		}
-		if err := s.check(ctx); err != nil {
-			return err
+		if err := check(ctx); err != nil {
+			return fmt.Errorf("gc: %w", err)
 		}
 		if userGuard != nil {
 			return userGuard(ctx)
@@ -162,82 +169,24 @@ func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 	if err := opts.Guard(job); err != nil {
 		return st, fmt.Errorf("gc: after the pin window: %w", err)
 	}
-	if r.active != nil {
-		r.active(1)
-		defer r.active(-1)
-	}
-	st, err = collect(job, r.db, opts)
+	st, err = r.collect(job, opts)
 	if err != nil && job.Err() != nil {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(job))
 	}
 	return st, err
 }
 
-// collect runs the reapers and the sweep in the order that lets one run
-// reclaim everything: expired uploads first (their part blobs become
-// candidates), then blobs, then leftovers.
-func collect(ctx context.Context, db *pgxpool.Pool, opts Options) (Stats, error) {
-	var st Stats
-	n, err := ReapUploads(ctx, db, opts)
-	st.UploadsAborted = n
-	if err != nil {
-		return st, err
+// collect runs one collection; without a lease it records the metrics
+// itself (with one, RunOnce records them when the lease is finished).
+func (r *Runner) collect(ctx context.Context, opts Options) (Stats, error) {
+	if r.active != nil {
+		r.active(1)
+		defer r.active(-1)
 	}
-	sw, err := Sweep(ctx, db, opts)
-	st.Add(sw)
-	if err != nil {
-		return st, err
+	st, err := collect(ctx, r.db, opts)
+	if r.fleet == nil {
+		opts.Metrics.record(st)
+		opts.Metrics.finished(err == nil, time.Now())
 	}
-	if st.StagesReaped, err = ReapStages(ctx, db, opts); err != nil {
-		return st, err
-	}
-	if st.LargeObjectsUnlinked, err = ReapLargeObjects(ctx, db, opts); err != nil {
-		return st, err
-	}
-	if opts.Media != nil {
-		if st.StageFilesRemoved, err = ReapStageFiles(ctx, opts.Media, opts); err != nil {
-			return st, err
-		}
-		if st.BlobFilesRemoved, err = ReapBlobFiles(ctx, db, opts.Media, opts); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
-}
-
-// sentinel is a dedicated connection (not a pool member) that lives for one
-// run; its death means the server reset every session.
-type sentinel struct {
-	mu   sync.Mutex
-	conn *pgx.Conn
-}
-
-func openSentinel(ctx context.Context, db *pgxpool.Pool) (*sentinel, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, db.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil, fmt.Errorf("gc: open sentinel session: %w", err)
-	}
-	return &sentinel{conn: conn}, nil
-}
-
-// check proves that the sentinel session is still alive.
-func (s *sentinel) check(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, sentinelTimeout)
-	defer cancel()
-	if _, err := s.conn.Exec(cctx, `SELECT 1`); err != nil {
-		return fmt.Errorf("gc: sentinel session lost (server sessions may have been reset): %w", err)
-	}
-	return nil
-}
-
-func (s *sentinel) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
-	defer cancel()
-	_ = s.conn.Close(ctx) // closing a read-only session; nothing to lose
+	return st, err
 }

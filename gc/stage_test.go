@@ -71,7 +71,7 @@ func TestReapStages(t *testing.T) {
 			if s, _, _ := v.staged(t); s != 1 {
 				t.Fatalf("%d stage rows mid-body, want 1", s)
 			}
-			st, err := collect(ctx, v.pool, v.opts()) // no grace, no stage grace
+			st, err := collect(ctx, v.db, v.opts()) // no grace, no stage grace
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestReapStages(t *testing.T) {
 				done <- err
 			}()
 			<-body.reached
-			n, err := ReapStages(ctx, v.pool, v.opts())
+			n, err := ReapStages(ctx, v.db, v.opts())
 			if err != nil || n != 1 {
 				t.Fatalf("ReapStages = %d, %v; want 1 abandoned-looking stage reaped", n, err)
 			}
@@ -156,10 +156,10 @@ func TestReapStagesAfterCrash(t *testing.T) {
 			}
 			o := v.opts()
 			o.StageGrace = DefaultStageGrace
-			if n, err := ReapStages(ctx, v.pool, o); err != nil || n != 0 {
+			if n, err := ReapStages(ctx, v.db, o); err != nil || n != 0 {
 				t.Fatalf("within the stage grace: ReapStages = %d, %v; want 0", n, err)
 			}
-			st, err := collect(ctx, v.pool, v.opts())
+			st, err := collect(ctx, v.db, v.opts())
 			if err != nil || st.StagesReaped != 1 {
 				t.Fatalf("after the grace: reaped %d stages (%v), want 1", st.StagesReaped, err)
 			}

@@ -12,16 +12,40 @@ import (
 
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/metrics"
+	"github.com/s3gate/s3gate/store/embedded"
+	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
-// startGC runs online GC under the lease while ctx lives (PostgreSQL only;
-// S3GATE_GC_INTERVAL=0 disables it). The returned channel closes when it stopped.
+// gcTarget returns GC's view of the engine and the media of its files: on
+// PostgreSQL over its pool (runs under the lease), on the embedded default
+// the engine's own (one process owns the data directory: no lease).
+func (s *Server) gcTarget() (gc.Meta, *localfs.Media, bool) {
+	switch e := s.engine.(type) {
+	case interface{ Pool() *pgxpool.Pool }:
+		return pg.NewGC(e.Pool()), s.media, true
+	case *embedded.Engine:
+		return e.GC(), e.Media(), true
+	}
+	return nil, nil, false
+}
+
+// startGC runs online GC while ctx lives (S3GATE_GC_INTERVAL=0 disables it).
+// The returned channel closes when it stopped.
 func (s *Server) startGC(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
-	p, ok := s.engine.(interface{ Pool() *pgxpool.Pool })
+	db, media, ok := s.gcTarget()
 	if !ok || s.cfg.GCInterval <= 0 {
 		close(done)
 		return done
+	}
+	if s.gcMetrics == nil { // the embedded engine's: New registers PostgreSQL's
+		m := &gc.Metrics{}
+		if err := registerGCMetrics(s.metrics.Registry(), m); err != nil {
+			s.log.Error("online GC metrics not exported", "err", err)
+		} else {
+			s.gcMetrics = m
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.work, cancel) // lost ownership stops GC too
@@ -29,7 +53,9 @@ func (s *Server) startGC(ctx context.Context) <-chan struct{} {
 		defer close(done)
 		defer stop()
 		defer cancel()
-		r, err := gc.NewRunner(ctx, p.Pool(), s.media, s.gcOptions())
+		opts := s.gcOptions()
+		opts.Media = media
+		r, err := gc.NewRunner(ctx, db, media, opts)
 		if err != nil {
 			s.log.Error("online GC not started", "err", err)
 			return

@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -63,17 +64,22 @@ type Config struct {
 	// uncapped fleet.LocalPins. Pass one to cap pins (beyond the cap GETs
 	// answer store.ErrSlowDown) or to export its metrics.
 	Pins *fleet.LocalPins
+	// KeysOnly is for commands that only manage access keys beside a running
+	// gateway (s3gate admin): SQLite's own file locks keep those writes safe,
+	// so no data directory lock (LockFile) is taken. Every other user holds it.
+	KeysOnly bool
 }
 
 // Engine is the embedded metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	wdb    *sql.DB // exactly one connection: every write transaction
-	rdb    *sql.DB // reader pool
-	media  *localfs.Media
-	region string
-	locks  *lockTable
-	pins   *fleet.LocalPins
-	gov    *throttle.BandwidthGovernor // nil: unpaced
+	wdb     *sql.DB // exactly one connection: every write transaction
+	rdb     *sql.DB // reader pool
+	media   *localfs.Media
+	region  string
+	locks   *lockTable
+	pins    *fleet.LocalPins
+	gov     *throttle.BandwidthGovernor // nil: unpaced
+	dirLock *os.File                    // holds the data directory's flock until Close
 	// The write protocol over this engine's dialect: PutObject, UploadPart,
 	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
 	*protocol.Store
@@ -98,11 +104,23 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := localfs.PrivateDir(dir); err != nil {
 		return nil, fmt.Errorf("embedded: data directory: %w", err)
 	}
+	var lock *os.File
+	if !cfg.KeysOnly {
+		if lock, err = lockDataDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	opened := false
+	defer func() {
+		if !opened && lock != nil {
+			_ = lock.Close() // releases the flock; the open error is the one to report
+		}
+	}()
 	media, err := localfs.Open(dir, false)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	e := &Engine{media: media, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
+	e := &Engine{dirLock: lock, media: media, region: cfg.Region, locks: newLockTable(), pins: cfg.Pins, gov: cfg.Governor}
 	if e.pins == nil {
 		e.pins = fleet.NewLocalPins(0, nil)
 	}
@@ -148,7 +166,32 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		_ = e.Close()
 		return nil, fmt.Errorf("embedded: open %s for reading: %w", path, err)
 	}
+	opened = true
 	return e, nil
+}
+
+// LockFile is the file inside Config.Dir whose exclusive flock an open
+// engine holds: locks and pins live in process, so one process per data
+// directory.
+const LockFile = "lock"
+
+// ErrInUse means that another process holds the data directory's lock.
+var ErrInUse = errors.New("in use by another s3gate process (serve, gc or fsck): one process per data directory")
+
+// lockDataDir takes the data directory's exclusive, non-blocking flock.
+func lockDataDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, localfs.FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: lock data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close() // the lock error is the one to report
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("embedded: data directory %s is %w", dir, ErrInUse)
+		}
+		return nil, fmt.Errorf("embedded: lock data directory %s: %w", dir, err)
+	}
+	return f, nil
 }
 
 // dsn builds the driver's data source name. Writers take the write lock at
@@ -182,6 +225,12 @@ func (e *Engine) Close() error {
 		if err := e.wdb.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close writer: %w", err))
 		}
+	}
+	if e.dirLock != nil {
+		if err := e.dirLock.Close(); err != nil { // closing releases the flock
+			errs = append(errs, fmt.Errorf("unlock data directory: %w", err))
+		}
+		e.dirLock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("embedded: %w", err)

@@ -84,7 +84,7 @@ func TestAccessKeys(t *testing.T) {
 func TestAccessKeysAcrossOpens(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	gw, admin := openAt(t, dir), openAt(t, dir)
+	gw, admin := openAt(t, dir), openKeysOnly(t, dir)
 	if err := admin.CreateKey(ctx, store.AccessKey{ID: "AK1", Secret: "s1", Buckets: []string{"b"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +106,20 @@ func TestAccessKeysAcrossOpens(t *testing.T) {
 	if err := admin.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again := openAt(t, dir)
+	again := openKeysOnly(t, dir)
 	if k, err := again.GetKey(ctx, "AK2"); err != nil || k.Secret != "s2" {
 		t.Fatalf("after reopen: %+v, %v", k, err)
 	}
+}
+
+// openKeysOnly opens dir as the admin command does, beside a running
+// gateway (which holds the data directory's lock).
+func openKeysOnly(t *testing.T, dir string) *Engine {
+	t.Helper()
+	e, err := Open(context.Background(), Config{Dir: dir, KeysOnly: true})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
 }

@@ -1,0 +1,287 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/store"
+)
+
+// GC is the PostgreSQL side of package gc: the SQL of its queries and the
+// transactions of its arbitration (docs/adr/006-gc-arbitration.md). It needs
+// only a pool, so that maintenance commands and tests build one without an
+// engine.
+type GC struct{ db *pgxpool.Pool }
+
+// NewGC returns GC's dialect over db.
+func NewGC(db *pgxpool.Pool) *GC { return &GC{db: db} }
+
+// Pool returns the pool GC works on.
+func (g *GC) Pool() *pgxpool.Pool { return g.db }
+
+// maxUnlinksPerTx bounds the large objects one transaction unlinks: each
+// lo_unlink holds a lock until commit in the shared lock table (design §3).
+const maxUnlinksPerTx = 256
+
+// gcSchemaLockKey serializes EnsureSchema across instances starting at once.
+const gcSchemaLockKey int64 = 0x73336761_67637363 // "s3gagcsc"
+
+// GCSchema holds GC's own bookkeeping: when an orphan large object was first
+// seen. Large objects carry no creation time, so their grace period runs from
+// the first sweep that saw them unreferenced.
+const GCSchema = `CREATE TABLE IF NOT EXISTS gc_lo_sightings (
+    lo         oid PRIMARY KEY,
+    first_seen timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+
+// olderThan is the cut-off "older than $1" in database time; a negative
+// duration (none) admits everything.
+const olderThan = `clock_timestamp() - $1::bigint * interval '1 microsecond'`
+
+// notInObjects and unreferenced are the predicates "no object references
+// blob b" and "nothing references blob b".
+const (
+	notInObjects = `NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)`
+	unreferenced = notInObjects + `
+		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`
+	// orphanLO: a large object that neither a blob nor a stage row owns.
+	orphanLO = `NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)
+		  AND NOT EXISTS (SELECT 1 FROM blob_stages s WHERE s.lo_oid = m.oid)`
+)
+
+// SQLSTATEs that mean "leave this for later".
+const (
+	sqlFKViolation  = "23503" // a reference exists or committed meanwhile
+	sqlUniqueViolat = "23505" // the probed row exists
+	sqlLockTimeout  = "55P03" // lock_not_available: a lock outlived lock_timeout
+	sqlDeadlock     = "40P01"
+)
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// verdictOf classifies an arbitration error; ok is false for a real failure.
+func verdictOf(err error) (store.GCVerdict, bool) {
+	switch pgCode(err) {
+	case sqlFKViolation, sqlUniqueViolat:
+		return store.GCReferenced, true
+	case sqlLockTimeout, sqlDeadlock:
+		return store.GCBusy, true
+	}
+	return 0, false
+}
+
+func collect[T any](rows pgx.Rows, err error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[T])
+}
+
+// EnsureSchema creates GC's tables if they do not exist, under an advisory
+// lock so that several instances may start at once.
+func (g *GC) EnsureSchema(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, gcSchemaLockKey); err != nil {
+			return fmt.Errorf("schema lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, GCSchema); err != nil {
+			return fmt.Errorf("create tables: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("gc: schema: %w", err)
+	}
+	return nil
+}
+
+// Candidates lists unreferenced blobs older than grace with ids above after.
+func (g *GC) Candidates(ctx context.Context, after int64, grace time.Duration, limit int) ([]int64, error) {
+	ids, err := collect[int64](g.db.Query(ctx, `SELECT b.id FROM blobs b
+		WHERE b.created_at <= `+olderThan+` AND b.id > $2 AND `+unreferenced+`
+		ORDER BY b.id LIMIT $3`, grace.Microseconds(), after, limit))
+	if err != nil {
+		return nil, fmt.Errorf("list candidate blobs: %w", err)
+	}
+	return ids, nil
+}
+
+// Rowless returns the ids among ids that have no blob row.
+func (g *GC) Rowless(ctx context.Context, ids []int64) ([]int64, error) {
+	out, err := collect[int64](g.db.Query(ctx, `SELECT i FROM unnest($1::bigint[]) AS i
+		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = i)`, ids))
+	if err != nil {
+		return nil, fmt.Errorf("blob files without rows: %w", err)
+	}
+	return out, nil
+}
+
+// HasLocalBlobs reports whether any blob lives on the local tier.
+func (g *GC) HasLocalBlobs(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := g.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM blobs WHERE tier = 'local')`).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look for local blobs: %w", err)
+	}
+	return ok, nil
+}
+
+// InTx runs fn in a short transaction with lock_timeout set and commits it
+// only if fn says so. The transaction always ends before its connection
+// returns to the pool.
+func (g *GC) InTx(ctx context.Context, lockTimeout time.Duration, fn func(store.GCTx) (bool, error)) (err error) {
+	tx, err := g.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if rerr := tx.Rollback(rctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+			}
+		}
+	}()
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+		fmt.Sprintf("%dms", max(lockTimeout.Milliseconds(), 1))); err != nil {
+		return fmt.Errorf("set lock_timeout: %w", err)
+	}
+	commit, err := fn(gcTx{tx})
+	if err != nil || !commit {
+		return err
+	}
+	committed = true // pgx ends the transaction whatever Commit returns
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+type gcTx struct{ tx pgx.Tx }
+
+// TryPin: pg_try_advisory_xact_lock on the pin key; a GET holds it shared.
+func (t gcTx) TryPin(ctx context.Context, id int64) (bool, error) {
+	var got bool
+	if err := t.tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, fleet.BlobLockKey(id)).Scan(&got); err != nil {
+		return false, fmt.Errorf("try pin lock: %w", err)
+	}
+	return got, nil
+}
+
+// DeleteBlob is a plain DELETE: the foreign keys of every referencing table
+// decide (ADR 006), with a fresh snapshot after any wait.
+func (t gcTx) DeleteBlob(ctx context.Context, id int64) (store.GCBlob, store.GCVerdict, error) {
+	var b store.GCBlob
+	var oid *uint32
+	err := t.tx.QueryRow(ctx, `DELETE FROM blobs WHERE id = $1 RETURNING tier, size, lo_oid`, id).Scan(&b.Tier, &b.Size, &oid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, store.GCGone, nil
+	}
+	if v, ok := verdictOf(err); ok {
+		return b, v, nil
+	}
+	if err != nil {
+		return b, 0, fmt.Errorf("delete: %w", err)
+	}
+	switch b.Tier {
+	case store.TierPGLO:
+		if oid == nil {
+			return b, 0, errors.New("pglo blob without a large object")
+		}
+		// Unlink only if it exists: a missing large object is damage for
+		// fsck to report, not a reason to keep an unreferenced row.
+		if _, err := t.tx.Exec(ctx, `SELECT lo_unlink(oid) FROM pg_largeobject_metadata WHERE oid = $1`, *oid); err != nil {
+			return b, 0, fmt.Errorf("lo_unlink %d: %w", *oid, err)
+		}
+	case store.TierPGChunks:
+		// Chunk rows have no foreign key (staged rows precede their blob
+		// row, ADR 007): they go with the row in this transaction.
+		if _, err := t.tx.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1`, id); err != nil {
+			return b, 0, fmt.Errorf("delete chunks: %w", err)
+		}
+	}
+	return b, store.GCDone, nil
+}
+
+// ProveRowless inserts a probe row with the id: it waits for an uncommitted
+// insert of the id and fails on a committed one. The caller rolls it back.
+func (t gcTx) ProveRowless(ctx context.Context, id int64) (store.GCVerdict, error) {
+	var probe [32]byte
+	if _, err := rand.Read(probe[:]); err != nil {
+		return 0, fmt.Errorf("probe hash: %w", err)
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO blobs (id, sha256, size, tier) VALUES ($1, $2, 0, 'local')`, id, probe[:])
+	if v, ok := verdictOf(err); ok {
+		return v, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("probe row: %w", err)
+	}
+	return store.GCDone, nil
+}
+
+// ExpiredUploads lists uploads initiated more than expiry ago, by id.
+func (g *GC) ExpiredUploads(ctx context.Context, expiry time.Duration, after string, limit int) ([]store.GCUpload, error) {
+	rows, err := g.db.Query(ctx, `SELECT upload_id, bucket, key FROM uploads
+		WHERE initiated <= `+olderThan+` AND upload_id > $2 ORDER BY upload_id LIMIT $3`,
+		expiry.Microseconds(), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list expired uploads: %w", err)
+	}
+	us, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.GCUpload, error) {
+		var u store.GCUpload
+		err := r.Scan(&u.ID, &u.Bucket, &u.Key)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list expired uploads: %w", err)
+	}
+	return us, nil
+}
+
+// AbortUpload deletes upload u (its parts cascade) if it is still expired,
+// under the upload and object advisory locks that Complete and Abort take.
+func (g *GC) AbortUpload(ctx context.Context, u store.GCUpload, expiry, lockTimeout time.Duration) (store.GCVerdict, error) {
+	res := store.GCGone
+	err := g.InTx(ctx, lockTimeout, func(gt store.GCTx) (bool, error) {
+		tx := gt.(gcTx).tx
+		err := lockXact(ctx, tx, uploadLockKey(u.ID), objectLockKey(u.Bucket, u.Key))
+		if v, ok := verdictOf(err); ok {
+			res = v
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM uploads WHERE initiated <= `+olderThan+` AND upload_id = $2`,
+			expiry.Microseconds(), u.ID)
+		if v, ok := verdictOf(err); ok {
+			res = v
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("delete upload: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			res = store.GCDone
+		}
+		return res == store.GCDone, nil
+	})
+	return res, err
+}
