@@ -17,6 +17,7 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/server"
 )
 
 // TestDatabaseOutageAnswers503: while PostgreSQL is down, requests answer 503
@@ -27,6 +28,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
+	server.WithoutClaim(t, pg.DSN()) // stopping PostgreSQL costs the claim (TestClaimLossStopsWork)
 	gw := testgw.Start(t, testgw.Options{Engine: config.EnginePGChunks, DatabaseURL: pg.DSN()})
 	c := s3.NewFromConfig(aws.Config{Region: gw.Region, Credentials: sdkClient(gw).Options().Credentials, HTTPClient: gw.HTTPClient},
 		func(o *s3.Options) {
