@@ -45,7 +45,7 @@ type Config struct {
 	TLSKeyFile          string             `env:"TLS_KEY_FILE" help:"private key of the TLS certificate (PEM)"`
 	LogFormat           string             `env:"LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
 	LogLevel            string             `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
-	DrainTimeout        Duration           `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown"`
+	DrainTimeout        Duration           `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown (at most 120s, closing included)"`
 	MaxConns            int                `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
 	BandwidthGlobal     throttle.Bandwidth `env:"BANDWIDTH_GLOBAL" envDefault:"0" help:"cap on all GET streams together, bytes/s (suffixes: 4MiB); 0 = unlimited"`
 	BandwidthPerRequest throttle.Bandwidth `env:"BANDWIDTH_PER_REQUEST" envDefault:"0" help:"cap on each GET stream, bytes/s; 0 = unlimited"`
@@ -69,6 +69,11 @@ type Config struct {
 	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
 	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
 }
+
+// MaxDrainTimeout bounds DRAIN_TIMEOUT: the whole shutdown (the HTTP drain
+// and what runs after it) ends within it, so a supervisor's kill grace of
+// 120 s or more never has to kill the gateway (ADR 004).
+const MaxDrainTimeout = 120 * time.Second
 
 // MetricsOff is the METRICS_ADDR value that disables the metrics listener
 // (as does an empty value).
@@ -190,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxClientConns < 1 {
 		return errors.New(Prefix + "MAX_CONNS: at least 1")
+	}
+	if time.Duration(c.DrainTimeout) > MaxDrainTimeout {
+		return fmt.Errorf("%sDRAIN_TIMEOUT: %s is above the %s bound on the whole shutdown", Prefix, time.Duration(c.DrainTimeout), MaxDrainTimeout)
 	}
 	if c.ReadIdleTimeout <= 0 || c.WriteIdleTimeout <= 0 {
 		return errors.New(Prefix + "READ_IDLE_TIMEOUT / " + Prefix + "WRITE_IDLE_TIMEOUT: must be positive (an idle client must not hold the gateway forever)")

@@ -54,6 +54,13 @@ func TestLoad(t *testing.T) {
 		{name: "pg engine without database", env: []string{"S3GATE_LARGE_ENGINE=pglo"}, wantErr: "S3GATE_DATABASE_URL"},
 		{name: "half tls", env: append(base, "S3GATE_TLS_CERT_FILE=/x"), wantErr: "S3GATE_TLS_CERT_FILE"},
 		{name: "bad duration", env: append(base, "S3GATE_DRAIN_TIMEOUT=soon"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
+		{name: "drain at the bound", env: append(base, "S3GATE_DRAIN_TIMEOUT=120s"), check: func(t *testing.T, c Config) {
+			if time.Duration(c.DrainTimeout) != MaxDrainTimeout {
+				t.Fatalf("drain timeout %v", c.DrainTimeout)
+			}
+		}},
+		{name: "drain above the bound", env: append(base, "S3GATE_DRAIN_TIMEOUT=121s"), wantErr: "S3GATE_DRAIN_TIMEOUT"},
+		{name: "drain flag above the bound", env: base, args: []string{"-drain-timeout", "3m"}, wantErr: "S3GATE_DRAIN_TIMEOUT"},
 		{name: "bad log format", env: append(base, "S3GATE_LOG_FORMAT=xml"), wantErr: "S3GATE_LOG_FORMAT"},
 		{name: "connection cap and db wait", env: base, check: func(t *testing.T, c Config) {
 			if c.MaxClientConns != 1024 || time.Duration(c.DBWait) != 60*time.Second {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/internal/testgw"
 	"github.com/s3gate/s3gate/server"
 )
@@ -33,22 +34,41 @@ type drainGateway struct {
 	cancel   context.CancelFunc
 	served   chan error // Serve's result
 	stopMets context.CancelFunc
+	metsDone chan struct{} // closed when ServeMetrics returned metsErr
+	metsErr  error
 }
 
 func startDrainGateway(t *testing.T, drain string) *drainGateway {
 	t.Helper()
-	cfg, err := config.Load(nil, []string{
-		"S3GATE_DATA_DIR=" + t.TempDir(),
+	return startGateway(t, gatewaySetup{env: []string{"S3GATE_DATA_DIR=" + t.TempDir(), "S3GATE_DRAIN_TIMEOUT=" + drain}})
+}
+
+// gatewaySetup chooses a gateway for startGateway.
+type gatewaySetup struct {
+	env      []string     // settings beyond the root key
+	log      *slog.Logger // nil: discarded
+	stepHook func(string) // server.SetStepHook, if set
+}
+
+// startGateway builds a gateway with server.New and serves it on 127.0.0.1.
+func startGateway(t *testing.T, gs gatewaySetup) *drainGateway {
+	t.Helper()
+	cfg, err := config.Load(nil, append([]string{
 		"S3GATE_ROOT_ACCESS_KEY=" + testgw.AccessKey,
 		"S3GATE_ROOT_SECRET_KEY=" + testgw.SecretKey,
-		"S3GATE_DRAIN_TIMEOUT=" + drain,
-	}, io.Discard)
+	}, gs.env...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if gs.log == nil {
+		gs.log = slog.New(slog.DiscardHandler)
+	}
+	srv, err := server.New(context.Background(), cfg, gs.log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if gs.stepHook != nil {
+		server.SetStepHook(srv, gs.stepHook)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,15 +81,14 @@ func startDrainGateway(t *testing.T, drain string) *drainGateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	mctx, mcancel := context.WithCancel(context.Background())
 	g := &drainGateway{srv: srv, addr: ln.Addr().String(), metrics: "http://" + mln.Addr().String(),
-		cancel: cancel, served: make(chan error, 1), stopMets: mcancel}
+		cancel: cancel, served: make(chan error, 1), stopMets: mcancel, metsDone: make(chan struct{})}
 	go func() { g.served <- srv.Serve(ctx, ln) }()
-	mdone := make(chan error, 1)
-	go func() { mdone <- srv.ServeMetrics(mctx, mln) }()
+	go func() { g.metsErr = srv.ServeMetrics(mctx, mln); close(g.metsDone) }()
 	t.Cleanup(func() {
 		cancel()
 		mcancel()
-		if err := <-mdone; err != nil {
-			t.Errorf("metrics listener: %v", err)
+		if <-g.metsDone; g.metsErr != nil {
+			t.Errorf("metrics listener: %v", g.metsErr)
 		}
 		srv.Close()
 	})
@@ -195,5 +214,40 @@ func TestDrainIsBounded(t *testing.T) {
 	err := <-g.served
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Serve with a stuck request: %v, want the drain deadline", err)
+	}
+}
+
+// TestShutdownStepsAreBounded: a step after the HTTP drain that never ends
+// (injected through the step hook) does not hold the shutdown — Serve, the
+// metrics listener's stop and Close — past the drain timeout; it is logged
+// and abandoned.
+func TestShutdownStepsAreBounded(t *testing.T) {
+	const drain = 2 * time.Second
+	for _, step := range []string{"stop online GC", "close database pool"} {
+		t.Run(step, func(t *testing.T) {
+			block := make(chan struct{})
+			defer close(block) // lets the abandoned step end
+			log := newLogSink()
+			g := startGateway(t, gatewaySetup{env: pgEnv(t, pgtest.DSN(t), "S3GATE_DRAIN_TIMEOUT="+drain.String()),
+				log: log.logger(), stepHook: func(name string) {
+					if name == step {
+						<-block
+					}
+				}})
+			start := time.Now()
+			g.cancel()
+			if err := <-g.served; err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+			g.stopMets()
+			<-g.metsDone
+			g.srv.Close()
+			// The slack covers scheduling only; without the bound the
+			// shutdown would wait for the step forever.
+			if took := time.Since(start); took > drain+time.Second {
+				t.Fatalf("shutdown took %v with %q blocked, want at most the drain timeout %v", took, step, drain)
+			}
+			log.waitFor(t, `msg="shutdown step abandoned: not done within S3GATE_DRAIN_TIMEOUT" step="`+step+`"`)
+		})
 	}
 }

@@ -74,7 +74,7 @@ func (s *Server) ServeMetrics(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve metrics: %w", err)
 	case <-ctx.Done():
 	}
-	stop, cancel := context.WithTimeout(context.Background(), metricsShutdown)
+	stop, cancel := context.WithDeadline(context.Background(), s.deadline(metricsShutdown)) // within the shutdown budget
 	defer cancel()
 	if err := hs.Shutdown(stop); err != nil {
 		return errors.Join(fmt.Errorf("stop metrics: %w", err), hs.Close())

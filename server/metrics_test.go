@@ -19,6 +19,7 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/server"
 )
 
 // inlineMax puts the test's small object inline and its large one in the
@@ -163,6 +164,7 @@ func TestReadyzFollowsPostgreSQL(t *testing.T) {
 	}
 	proxy := newCutProxy(t, u.Host)
 	u.Host = proxy.Addr()
+	server.WithoutClaim(t, u.String()) // the cut costs the claim (TestClaimLossStopsWork)
 	gw := testgw.Start(t, testgw.Options{Engine: config.EnginePGChunks, DatabaseURL: u.String()})
 	ready := gw.MetricsURL + "/readyz"
 

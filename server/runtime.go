@@ -29,6 +29,7 @@ func (s *Server) openRuntime() error {
 		return fmt.Errorf("%sBANDWIDTH_*: %w", config.Prefix, err)
 	}
 	s.rt.gov = gov
+	s.onClose("close bandwidth governor", func() error { gov.Close(); return nil })
 	s.rt.pinMetrics = &fleet.Metrics{}
 	return nil
 }
@@ -46,19 +47,8 @@ func (s *Server) openSessionPins() error {
 		return fmt.Errorf("content pins: %w", err)
 	}
 	s.rt.sessPins = pins
+	s.onClose("close content pins", pins.Close)
 	return nil
-}
-
-// closeRuntime releases pins and governor; call it after the engine closed.
-func (s *Server) closeRuntime() {
-	if s.rt.sessPins != nil {
-		if err := s.rt.sessPins.Close(); err != nil {
-			s.log.Error("close content pins", "err", err)
-		}
-	}
-	if s.rt.gov != nil {
-		s.rt.gov.Close()
-	}
 }
 
 // registerRuntimeMetrics exports the pin and pacing counters.

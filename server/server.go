@@ -44,7 +44,6 @@ type Server struct {
 	cfg     config.Config
 	log     *slog.Logger
 	engine  engine
-	close   func()
 	handler http.Handler
 	metrics *metrics.Metrics
 	rt      runtimeParts
@@ -57,20 +56,42 @@ type Server struct {
 	cancelWork context.CancelFunc
 	// draining is set once Serve stops accepting: /readyz answers 503.
 	draining atomic.Bool
+	// claim is the writer claim (PostgreSQL only).
+	claim *claim
+	// parts are what Close releases, in the order they were opened.
+	parts []part
+	// stopBy is the end of the shutdown budget, set when Serve stops
+	// accepting (shutdown.go).
+	stopBy atomic.Pointer[time.Time]
+	// stepHook, if set, runs first in every shutdown step with its name (a
+	// test hook that blocks a step).
+	stepHook func(step string)
 	// RootKey is the root key pair in use.
 	RootKey RootKey
 }
 
 // New opens the engines (migrating the schema) and builds the HTTP handler.
 // Without a database URL it runs on the embedded default: metadata in
-// DATA_DIR/meta.db, content in local files.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
-	key, err := LoadRootKey(cfg)
-	if err != nil {
+// DATA_DIR/meta.db, content in local files. On PostgreSQL it first takes the
+// writer claim, waiting as a standby while another instance holds it
+// (STANDBY=wait); an error wrapping ErrNoClaim means it did not get it.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, err error) {
+	s := &Server{cfg: cfg, log: log}
+	s.work, s.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if cfg.DatabaseURL != "" {
+		// Before anything else: a standby touches neither schema nor files.
+		if err := s.takeClaim(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if s.RootKey, err = LoadRootKey(cfg); err != nil {
 		return nil, fmt.Errorf("root key: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, RootKey: key}
-	s.work, s.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.openRuntime(); err != nil {
 		return nil, err
 	}
@@ -79,39 +100,29 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		eng, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, InlineMax: int(cfg.InlineMax), Region: cfg.Region,
 			Governor: s.rt.gov, Pins: s.rt.localPins})
 		if err != nil {
-			s.closeRuntime()
 			return nil, fmt.Errorf("open embedded store in %sDATA_DIR: %w", config.Prefix, err)
 		}
 		s.engine = eng
-		s.close = func() {
-			if err := eng.Close(); err != nil {
-				log.Error("close embedded store", "err", err)
-			}
-			s.closeRuntime()
-		}
+		s.onClose("close embedded store", eng.Close)
 	} else if err := s.openPG(ctx); err != nil {
-		s.closeRuntime()
 		return nil, err
 	}
 	// Keys are looked up on every request, uncached: a key created or deleted
 	// with `s3gate admin key` takes effect at once.
-	keys := &auth.Keyring{RootAccessKey: key.AccessKey, RootSecretKey: key.SecretKey, Keys: s.engine}
+	keys := &auth.Keyring{RootAccessKey: s.RootKey.AccessKey, RootSecretKey: s.RootKey.SecretKey, Keys: s.engine}
 	verifier := &auth.Verifier{Region: cfg.Region, Creds: keys}
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys),
 		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout)},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
-		s.close()
 		return nil, err
 	}
 	if err := registerRuntimeMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.gov.Metrics()); err != nil {
-		s.close()
 		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
 		s.gcMetrics = &gc.Metrics{}
 		if err := registerGCMetrics(s.metrics.Registry(), s.gcMetrics); err != nil {
-			s.close()
 			return nil, err
 		}
 	}
@@ -151,10 +162,7 @@ func (s *Server) openPG(ctx context.Context) error {
 		return fmt.Errorf("open metadata engine: %w", err)
 	}
 	s.engine, s.media = eng, media
-	s.close = func() {
-		eng.Close()
-		s.closeRuntime()
-	}
+	s.onClose("close database pool", func() error { eng.Close(); return nil })
 	return nil
 }
 
@@ -178,8 +186,11 @@ func withPoolSize(dbURL string, n int) (string, error) {
 // Handler is the S3 API handler, instrumented with the request metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Serve answers S3 requests on ln until ctx is cancelled, then stops accepting
-// and lets in-flight requests finish for at most the configured drain time.
+// Serve answers S3 requests on ln until ctx is cancelled or the writer claim
+// is lost, then stops accepting and lets in-flight requests finish. The whole
+// shutdown — this drain, the GC stop here, and the caller's ServeMetrics stop
+// and Close after it — ends within the drain timeout (shutdown.go). After a
+// lost claim Serve returns ErrClaimLost (joined with a drain error, if any).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
@@ -193,8 +204,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	// Beyond MAX_CONNS a connection is answered 503 SlowDown, not queued.
 	ln = newLimitListener(ln, s.cfg.MaxClientConns, s.cfg.TLSCertFile == "")
-	gcDone := s.startGC(ctx)
-	defer func() { <-gcDone }()
+	gcCtx, stopGC := context.WithCancel(ctx)
+	defer stopGC()
+	gcDone := s.startGC(gcCtx)
 	errc := make(chan error, 1)
 	go func() {
 		if s.cfg.TLSCertFile != "" {
@@ -203,18 +215,34 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			errc <- hs.Serve(ln)
 		}
 	}()
+	var err error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+	case serr := <-errc:
+		err = fmt.Errorf("serve: %w", serr)
 	case <-ctx.Done():
+	case <-s.lostClaim():
 	}
+	end := s.startShutdown()
 	s.draining.Store(true)
-	drain, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.DrainTimeout))
-	defer cancel()
-	if err := hs.Shutdown(drain); err != nil {
-		return errors.Join(fmt.Errorf("drain: %w", err), hs.Close())
+	stopGC()
+	if err == nil {
+		d := time.Duration(s.cfg.DrainTimeout)
+		drain, cancel := context.WithDeadline(context.Background(), end.Add(-d/afterDrainShare))
+		if derr := hs.Shutdown(drain); derr != nil {
+			err = errors.Join(fmt.Errorf("drain: %w", derr), hs.Close())
+		}
+		cancel()
 	}
-	return nil
+	s.within(end, "stop online GC", func() error { <-gcDone; return nil })
+	select {
+	case <-s.lostClaim():
+		if err == nil {
+			return ErrClaimLost
+		}
+		return errors.Join(ErrClaimLost, err)
+	default:
+		return err
+	}
 }
 
 // CancelWork cancels every in-flight request and background job at once: the
@@ -222,8 +250,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // drains what is left within the drain timeout.
 func (s *Server) CancelWork() { s.cancelWork() }
 
-// Close releases the engines. Call it after Serve returned.
+// Close cancels what still runs and releases the engines, the pin session and
+// the writer claim, within what is left of the shutdown budget (the drain
+// timeout from now if Serve did not start one). Call it after Serve returned.
 func (s *Server) Close() {
 	s.cancelWork()
-	s.close()
+	s.release(s.deadline(time.Duration(s.cfg.DrainTimeout)))
 }

@@ -22,12 +22,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/s3gate/s3gate/admin"
 	"github.com/s3gate/s3gate/config"
-	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/fsck"
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/server"
@@ -102,18 +100,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		log.Error("start-up failed: " + err.Error())
 		return 1
 	}
-	own, code := claimOwnership(ctx, cfg, log)
-	if own == nil && cfg.DatabaseURL != "" {
-		return code
-	}
-	if own != nil {
-		defer func() {
-			if err := own.Close(); err != nil {
-				log.Error("close ownership session", "err", err)
-			}
-		}()
-	}
+	// On PostgreSQL, New takes the writer claim first (waiting as a standby
+	// while another instance holds it) and logs what it does.
 	srv, err := server.New(ctx, cfg, log)
+	if errors.Is(err, server.ErrNoClaim) {
+		if ctx.Err() != nil {
+			return 0 // stopped while waiting as a standby
+		}
+		return 1
+	}
 	if err != nil {
 		log.Error("start-up failed", "err", err)
 		return 1
@@ -157,80 +152,23 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		mdone <- nil
 	}
 	// Losing the ownership claim cancels all work at once (another instance
-	// may take over), drains what is left within the drain timeout, and
-	// exits 1.
-	serveCtx, cancelServe := context.WithCancel(ctx)
-	defer cancelServe()
-	var lost atomic.Bool
-	if own != nil {
-		go func() {
-			select {
-			case <-own.Lost():
-				lost.Store(true)
-				log.Error("ownership of the database lost: stopping all work", "err", own.Err())
-				srv.CancelWork()
-				cancelServe()
-			case <-serveCtx.Done():
-			}
-		}()
-	}
-	err = srv.Serve(serveCtx, ln)
+	// may take over) and stops Serve, which drains what is left; serve then
+	// exits 1 (the loss is logged where it is seen).
+	err = srv.Serve(ctx, ln)
 	mstop()
 	if merr := <-mdone; merr != nil {
 		log.Error("metrics listener stopped with error", "err", merr)
 	}
 	if err != nil {
-		log.Error("stopped with error", "err", err)
-		return 1
-	}
-	if lost.Load() {
+		// Serve returns ErrClaimLost itself when the loss is all there is to
+		// say, and it was logged when it was seen.
+		if err != server.ErrClaimLost { //nolint:errorlint // a joined drain error is still logged
+			log.Error("stopped with error", "err", err)
+		}
 		return 1
 	}
 	log.Info("stopped")
 	return 0
-}
-
-// claimOwnership takes the writer claim on the database (single-instance
-// mode): at once, or, as a standby, when the owner lets go. It returns nil
-// with the exit code when serving must not go on (and nil, 0 on the embedded
-// default, which owns its data directory alone).
-func claimOwnership(ctx context.Context, cfg config.Config, log *slog.Logger) (*fleet.Ownership, int) {
-	if cfg.DatabaseURL == "" {
-		return nil, 0
-	}
-	own, err := fleet.NewOwnership(fleet.OwnershipConfig{
-		Session: fleet.SessionConfig{DSN: cfg.DatabaseURL},
-		OnError: func(err error) { log.Warn("standby", "err", err) },
-	})
-	if err != nil {
-		log.Error("ownership", "err", err)
-		return nil, 1
-	}
-	err = own.Claim(ctx, false)
-	if errors.Is(err, fleet.ErrClaimHeld) {
-		if cfg.Standby == "refuse" {
-			log.Error("another instance owns this database (" + config.Prefix + "STANDBY=refuse)")
-			return closeOwn(own, log, 1)
-		}
-		log.Info("standby: another instance owns this database; waiting to take over")
-		err = own.Claim(ctx, true)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return closeOwn(own, log, 0)
-		}
-		log.Error("claim ownership of the database", "err", err)
-		return closeOwn(own, log, 1)
-	}
-	log.Info("owner of the database", "backend_pid", own.BackendPID())
-	return own, 0
-}
-
-func closeOwn(own *fleet.Ownership, log *slog.Logger, code int) (*fleet.Ownership, int) {
-	if err := own.Close(); err != nil {
-		log.Error("close ownership session", "err", err)
-	}
-	return nil, code
 }
 
 // printKey shows a freshly generated root key pair once, with a line to paste.
