@@ -170,7 +170,8 @@ func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOption
 // publishes it in the joint transaction: claim the stage, upsert the blob row
 // (on dedup the staged content is dropped), place the content under a new
 // row (a file is renamed into place before COMMIT), write the referencing
-// rows. Every failure unstages; a crash leaves staged content for GC.
+// rows. Every failure unstages and removes what it placed; a crash leaves
+// staged content (or an unreferenced file) for GC.
 func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reader, keys []int64, publish publishFunc) error {
 	id, fresh, err := s.content.FreshID(ctx)
 	if err != nil {
@@ -206,10 +207,17 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 		if err != nil {
 			return err
 		}
-		if err := st.Place(ctx, tx, got, inserted); err != nil {
-			return err
+		err = st.Place(ctx, tx, got, inserted)
+		if err == nil {
+			err = publish(ctx, tx, got, d)
 		}
-		return publish(ctx, tx, got, d)
+		if err != nil {
+			// Before the rollback, while the new row holds the id alone: once
+			// it is rolled back, an engine that hands the id out again could
+			// give it to another put, whose file this would remove.
+			return s.unplace(ctx, st, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return s.abandon(ctx, st, err)
@@ -217,32 +225,42 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 	return nil
 }
 
-// abandon cleans up after a large put failed with err, on a fresh context: it
-// drops what is still staged (a COMMIT that failed but took effect claimed
-// it, so nothing published is dropped), and removes content placed outside
-// the transaction if its blob row certainly does not exist.
+// abandon cleans up after a large put failed with err: it drops what is still
+// staged (a COMMIT that failed but took effect claimed it, so nothing
+// published is dropped). After a failed COMMIT, which may have committed, it
+// looks the blob row up, and removes content placed under it only if the row
+// certainly does not exist (an orphan for GC is harmless; a row without its
+// content is not).
 func (s *Store) abandon(ctx context.Context, st Staged, err error) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+	var ce *CommitError
+	commitLost := errors.As(err, &ce)
+	rctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	out := errors.Join(err, st.Unstage(rctx))
-	if id := st.Placed(); id != 0 && s.blobRowAbsent(rctx, err, id) {
-		if rmErr := st.Unplace(rctx, id); rmErr != nil {
-			out = errors.Join(out, fmt.Errorf("remove unpublished blob %d: %w", id, rmErr))
+	err = errors.Join(err, st.Unstage(rctx))
+	if id := st.Placed(); id != 0 && commitLost {
+		if exists, lerr := s.dialect.Autocommit().BlobExists(rctx, id); lerr == nil && !exists {
+			return s.unplace(rctx, st, err)
 		}
 	}
-	return out
+	return err
 }
 
-// blobRowAbsent reports whether it is certain that no committed blob row id
-// exists after the joint transaction failed with txErr. A failed COMMIT may
-// have committed: then the row is looked up, and if that fails too the
-// content stays (an orphan for GC is harmless; a row without its content is
-// not).
-func (s *Store) blobRowAbsent(ctx context.Context, txErr error, id int64) bool {
-	var ce *CommitError
-	if !errors.As(txErr, &ce) {
-		return true
+// unplace removes the content placed for a put that failed with err.
+func (s *Store) unplace(ctx context.Context, st Staged, err error) error {
+	id := st.Placed()
+	if id == 0 {
+		return err
 	}
-	exists, err := s.dialect.Autocommit().BlobExists(ctx, id)
-	return err == nil && !exists
+	rctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if rmErr := st.Unplace(rctx, id); rmErr != nil {
+		return errors.Join(err, fmt.Errorf("remove unpublished blob %d: %w", id, rmErr))
+	}
+	return err
+}
+
+// cleanupContext is a fresh context for a clean-up: the request's may be the
+// reason for the failure.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 }
