@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"strconv"
@@ -16,8 +17,6 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
-
-	"github.com/s3gate/s3gate/throttle"
 )
 
 // Prefix is the environment prefix of every setting.
@@ -32,29 +31,29 @@ const (
 
 // Config is the gateway's configuration.
 type Config struct {
-	Addr                string             `env:"ADDR" envDefault:"127.0.0.1:9000" help:"listen address"`
-	DatabaseURL         string             `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...); empty: the embedded default (metadata in DATA_DIR/meta.db)"`
-	RootAccess          string             `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once into DATA_DIR/root-credentials)"`
-	RootSecret          string             `env:"ROOT_SECRET_KEY" help:"root secret access key"`
-	Region              string             `env:"REGION" envDefault:"us-east-1" help:"region the gateway answers for"`
-	Domain              string             `env:"DOMAIN" help:"base domain for virtual-host-style addressing (bucket.DOMAIN)"`
-	InlineMax           ByteSize           `env:"INLINE_MAX" envDefault:"512KiB" help:"objects up to this size are stored inline (bytea)"`
-	LargeEngine         string             `env:"LARGE_ENGINE" help:"large content engine: pgchunks, pglo or local (default pgchunks with a database)"`
-	DataDir             string             `env:"DATA_DIR" envDefault:"./data" help:"data directory: local content, the embedded metadata, generated credentials"`
-	TLSCertFile         string             `env:"TLS_CERT_FILE" help:"serve HTTPS with this certificate (PEM)"`
-	TLSKeyFile          string             `env:"TLS_KEY_FILE" help:"private key of the TLS certificate (PEM)"`
-	LogFormat           string             `env:"LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
-	LogLevel            string             `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
-	DrainTimeout        Duration           `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown (at most 120s, closing included)"`
-	MaxConns            int                `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
-	BandwidthGlobal     throttle.Bandwidth `env:"BANDWIDTH_GLOBAL" envDefault:"0" help:"cap on all GET streams together, bytes/s (suffixes: 4MiB); 0 = unlimited"`
-	BandwidthPerRequest throttle.Bandwidth `env:"BANDWIDTH_PER_REQUEST" envDefault:"0" help:"cap on each GET stream, bytes/s; 0 = unlimited"`
-	MaxPins             int                `env:"MAX_PINS" envDefault:"1024" help:"most blobs one instance pins at once (beyond: 503 SlowDown); protects PostgreSQL's lock table"`
-	Standby             string             `env:"STANDBY" envDefault:"wait" help:"when another instance owns the database: wait (standby, take over when it frees) or refuse"`
-	GCInterval          Duration           `env:"GC_INTERVAL" envDefault:"1m" help:"pause between online GC sweeps; 0 disables online GC"`
-	GCGrace             Duration           `env:"GC_GRACE" envDefault:"1m" help:"unreferenced blobs younger than this are left alone (0: the default, 1m)"`
-	UploadExpiry        Duration           `env:"UPLOAD_EXPIRY" envDefault:"168h" help:"incomplete multipart uploads older than this are aborted by GC"`
-	MetricsAddr         string             `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
+	Addr                string   `env:"ADDR" envDefault:"127.0.0.1:9000" help:"listen address"`
+	DatabaseURL         string   `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...); empty: the embedded default (metadata in DATA_DIR/meta.db)"`
+	RootAccess          string   `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once into DATA_DIR/root-credentials)"`
+	RootSecret          string   `env:"ROOT_SECRET_KEY" help:"root secret access key"`
+	Region              string   `env:"REGION" envDefault:"us-east-1" help:"region the gateway answers for"`
+	Domain              string   `env:"DOMAIN" help:"base domain for virtual-host-style addressing (bucket.DOMAIN)"`
+	InlineMax           ByteSize `env:"INLINE_MAX" envDefault:"512KiB" help:"objects up to this size are stored inline (bytea)"`
+	LargeEngine         string   `env:"LARGE_ENGINE" help:"large content engine: pgchunks, pglo or local (default pgchunks with a database)"`
+	DataDir             string   `env:"DATA_DIR" envDefault:"./data" help:"data directory: local content, the embedded metadata, generated credentials"`
+	TLSCertFile         string   `env:"TLS_CERT_FILE" help:"serve HTTPS with this certificate (PEM)"`
+	TLSKeyFile          string   `env:"TLS_KEY_FILE" help:"private key of the TLS certificate (PEM)"`
+	LogFormat           string   `env:"LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
+	LogLevel            string   `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
+	DrainTimeout        Duration `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown (at most 120s, closing included)"`
+	MaxConns            int      `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
+	BandwidthGlobal     ByteRate `env:"BANDWIDTH_GLOBAL" envDefault:"0" help:"cap on all GET streams together, bytes/s (suffixes: 4MiB); 0 = unlimited"`
+	BandwidthPerRequest ByteRate `env:"BANDWIDTH_PER_REQUEST" envDefault:"0" help:"cap on each GET stream, bytes/s; 0 = unlimited"`
+	MaxPins             int      `env:"MAX_PINS" envDefault:"1024" help:"most blobs one instance pins at once (beyond: 503 SlowDown); protects PostgreSQL's lock table"`
+	Standby             string   `env:"STANDBY" envDefault:"wait" help:"when another instance owns the database: wait (standby, take over when it frees) or refuse"`
+	GCInterval          Duration `env:"GC_INTERVAL" envDefault:"1m" help:"pause between online GC sweeps; 0 disables online GC"`
+	GCGrace             Duration `env:"GC_GRACE" envDefault:"1m" help:"unreferenced blobs younger than this are left alone (0: the default, 1m)"`
+	UploadExpiry        Duration `env:"UPLOAD_EXPIRY" envDefault:"168h" help:"incomplete multipart uploads older than this are aborted by GC"`
+	MetricsAddr         string   `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
 	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
 	// so scrapes reuse them for this long (0: recompute on every scrape).
 	MetricsStatsTTL Duration `env:"METRICS_STATS_TTL" envDefault:"10s" help:"how long scrapes reuse the blob statistics (table scans); 0 recomputes every scrape"`
@@ -68,6 +67,10 @@ type Config struct {
 	// for longer (per-read/per-write deadlines, not a whole-request timeout).
 	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
 	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
+
+	// Unknown are the S3GATE_ variables of the environment that name no
+	// setting (a typo is warned about at start-up, not silently ignored).
+	Unknown []UnknownVar `env:"-"`
 }
 
 // MaxDrainTimeout bounds DRAIN_TIMEOUT: the whole shutdown (the HTTP drain
@@ -80,7 +83,7 @@ const MaxDrainTimeout = 120 * time.Second
 const MetricsOff = "off"
 
 // Load parses the environment (environ in os.Environ form) and then args as
-// flags. The error names the setting that is missing or bad.
+// flags. The error names the setting that is missing or bad (a SettingError).
 func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	var cfg Config
 	opts := env.Options{Prefix: Prefix}
@@ -93,8 +96,7 @@ func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	fs.SetOutput(out)
 	set := map[string]*string{}
 	for _, p := range params {
-		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(p.Key, Prefix), "_", "-"))
-		set[p.Key] = fs.String(name, "", fmt.Sprintf("%s (env %s, default %q)", helpOf(p.Key), p.Key, p.DefaultValue))
+		set[p.Key] = fs.String(flagName(p.OwnKey), "", fmt.Sprintf("%s (env %s, default %q)", helpOf(p.Key), p.Key, p.DefaultValue))
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -108,32 +110,47 @@ func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	}
 	opts.Environment = vars
 	if err := env.ParseWithOptions(&cfg, opts); err != nil {
-		return cfg, describe(err)
+		return cfg, describe(err, vars)
 	}
 	// env applies the default to an empty value too; an explicitly empty
 	// METRICS_ADDR means off.
 	if v, ok := vars[Prefix+"METRICS_ADDR"]; ok && strings.TrimSpace(v) == "" {
 		cfg.MetricsAddr = ""
 	}
+	cfg.Unknown = unknownVars(environ)
 	return cfg, cfg.Validate()
 }
 
 // FromOS loads the configuration from os.Environ and args.
 func FromOS(args []string) (Config, error) { return Load(args, os.Environ(), os.Stderr) }
 
-// Validate checks the settings that depend on each other.
+// Validate checks each setting's range and the settings that depend on each
+// other. Every error is a SettingError.
 func (c *Config) Validate() error {
-	if c.Addr == "" {
-		return errors.New(Prefix + "ADDR: must not be empty")
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return Errorf("ADDR", "%q is not host:port (for example 127.0.0.1:9000 or :9000)", c.Addr)
 	}
 	if (c.RootAccess == "") != (c.RootSecret == "") {
-		return errors.New(Prefix + "ROOT_ACCESS_KEY / " + Prefix + "ROOT_SECRET_KEY: set both or neither (neither: a key pair is generated in the data directory)")
+		return &SettingError{Keys: []string{"ROOT_ACCESS_KEY", "ROOT_SECRET_KEY"},
+			Err: errors.New("set both or neither (neither: a key pair is generated in the data directory)")}
 	}
-	if c.RootAccess != "" && (len(c.RootAccess) < 3 || len(c.RootSecret) < 8) {
-		return errors.New(Prefix + "ROOT_SECRET_KEY: the access key needs at least 3 and the secret at least 8 characters")
+	// Never echo a key: the message says only what is wrong.
+	if c.RootAccess != "" && len(c.RootAccess) < 3 {
+		return Errorf("ROOT_ACCESS_KEY", "too short: at least 3 characters")
+	}
+	if c.RootSecret != "" && len(c.RootSecret) < 8 {
+		return Errorf("ROOT_SECRET_KEY", "too short: at least 8 characters")
+	}
+	if strings.ContainsAny(c.Region, "/ \t") {
+		return Errorf("REGION", "%q is not a region name (a SigV4 scope part, such as us-east-1)", c.Region)
+	}
+	if c.DatabaseURL != "" {
+		if err := checkDatabaseURL(c.DatabaseURL); err != nil {
+			return Errorf("DATABASE_URL", "%w", err)
+		}
 	}
 	if c.InlineMax < 0 || c.InlineMax > 64<<20 {
-		return errors.New(Prefix + "INLINE_MAX: must be between 0 and 64MiB")
+		return Errorf("INLINE_MAX", "%d bytes is not between 0 and 64MiB", c.InlineMax)
 	}
 	switch c.LargeEngine {
 	case "":
@@ -144,73 +161,128 @@ func (c *Config) Validate() error {
 		}
 	case EnginePGLO, EnginePGChunks, EngineLocal:
 	default:
-		return fmt.Errorf("%sLARGE_ENGINE: %q is not one of pgchunks, pglo, local", Prefix, c.LargeEngine)
+		return Errorf("LARGE_ENGINE", "%q is not one of pgchunks, pglo, local", c.LargeEngine)
 	}
 	if c.DatabaseURL == "" && c.LargeEngine != EngineLocal {
-		return fmt.Errorf("%sLARGE_ENGINE: %q needs %sDATABASE_URL; the embedded default stores content in local files", Prefix, c.LargeEngine, Prefix)
+		return Errorf("LARGE_ENGINE", "%q needs %s; the embedded default stores content in local files", c.LargeEngine, Name("DATABASE_URL"))
 	}
 	if c.DataDir == "" && (c.LargeEngine == EngineLocal || c.DatabaseURL == "") {
-		return errors.New(Prefix + "DATA_DIR: required for the local engine")
+		return Errorf("DATA_DIR", "must not be empty with the local engine or the embedded default")
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return errors.New(Prefix + "TLS_CERT_FILE / " + Prefix + "TLS_KEY_FILE: set both or neither")
+		return &SettingError{Keys: []string{"TLS_CERT_FILE", "TLS_KEY_FILE"}, Err: errors.New("set both or neither")}
 	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
-		return fmt.Errorf("%sLOG_FORMAT: %q is not text or json", Prefix, c.LogFormat)
+		return Errorf("LOG_FORMAT", "%q is not text or json", c.LogFormat)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("%sLOG_LEVEL: %q is not debug, info, warn or error", Prefix, c.LogLevel)
+		return Errorf("LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
 	}
 	switch c.Standby {
 	case "wait", "refuse":
 	default:
-		return fmt.Errorf("%sSTANDBY: %q is not wait or refuse", Prefix, c.Standby)
+		return Errorf("STANDBY", "%q is not wait or refuse", c.Standby)
 	}
 	if c.MaxPins < 1 {
-		return errors.New(Prefix + "MAX_PINS: at least 1")
+		return Errorf("MAX_PINS", "%d is too small: at least 1", c.MaxPins)
 	}
-	if c.BandwidthGlobal < 0 || c.BandwidthPerRequest < 0 {
-		return errors.New(Prefix + "BANDWIDTH_GLOBAL / " + Prefix + "BANDWIDTH_PER_REQUEST: must not be negative")
+	if c.BandwidthGlobal < 0 {
+		return Errorf("BANDWIDTH_GLOBAL", "%d must not be negative", c.BandwidthGlobal)
+	}
+	if c.BandwidthPerRequest < 0 {
+		return Errorf("BANDWIDTH_PER_REQUEST", "%d must not be negative", c.BandwidthPerRequest)
 	}
 	if c.MetricsAddr == MetricsOff {
 		c.MetricsAddr = ""
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("%sMETRICS_ADDR: %q is not host:port (or off): %w", Prefix, c.MetricsAddr, err)
+			return Errorf("METRICS_ADDR", "%q is not host:port (or off)", c.MetricsAddr)
 		}
 		if _, port, _ := net.SplitHostPort(c.Addr); c.MetricsAddr == c.Addr && port != "0" {
-			return fmt.Errorf("%sMETRICS_ADDR: must differ from %sADDR (%s)", Prefix, Prefix, c.Addr)
+			return Errorf("METRICS_ADDR", "must differ from %s (%s)", Name("ADDR"), c.Addr)
 		}
 	}
-	if c.MetricsStatsTTL < 0 {
-		return errors.New(Prefix + "METRICS_STATS_TTL: must not be negative")
-	}
 	if c.MaxConns < 4 {
-		return errors.New(Prefix + "DB_MAX_CONNS: at least 4")
+		return Errorf("DB_MAX_CONNS", "%d is too small: at least 4", c.MaxConns)
 	}
 	if c.MaxClientConns < 1 {
-		return errors.New(Prefix + "MAX_CONNS: at least 1")
+		return Errorf("MAX_CONNS", "%d is too small: at least 1", c.MaxClientConns)
 	}
 	if time.Duration(c.DrainTimeout) > MaxDrainTimeout {
-		return fmt.Errorf("%sDRAIN_TIMEOUT: %s is above the %s bound on the whole shutdown", Prefix, time.Duration(c.DrainTimeout), MaxDrainTimeout)
+		return Errorf("DRAIN_TIMEOUT", "%s is above the %s bound on the whole shutdown", time.Duration(c.DrainTimeout), MaxDrainTimeout)
 	}
-	if c.ReadIdleTimeout <= 0 || c.WriteIdleTimeout <= 0 {
-		return errors.New(Prefix + "READ_IDLE_TIMEOUT / " + Prefix + "WRITE_IDLE_TIMEOUT: must be positive (an idle client must not hold the gateway forever)")
+	if c.MetricsStatsTTL < 0 {
+		return Errorf("METRICS_STATS_TTL", "must not be negative")
+	}
+	// An idle client must not hold the gateway forever.
+	if c.ReadIdleTimeout <= 0 {
+		return Errorf("READ_IDLE_TIMEOUT", "%s is not positive", time.Duration(c.ReadIdleTimeout))
+	}
+	if c.WriteIdleTimeout <= 0 {
+		return Errorf("WRITE_IDLE_TIMEOUT", "%s is not positive", time.Duration(c.WriteIdleTimeout))
 	}
 	return nil
 }
 
-// describe turns the first parse error into one line that names the setting.
-func describe(err error) error {
+// checkDatabaseURL checks the form of DATABASE_URL without echoing it (it
+// may hold a password; url.Parse's error would quote it).
+func checkDatabaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return errors.New("not a URL of the form postgres://user:password@host:5432/database")
+	}
+	return nil
+}
+
+// SettingError is a bad or missing setting, in the one form every setting's
+// error takes: the settings it names (environment variable and flag), then
+// what is wrong and the form expected, for example
+// `S3GATE_MAX_PINS (-max-pins): "none" is not a whole number`.
+type SettingError struct {
+	Keys []string // setting names without the prefix: MAX_PINS
+	Err  error
+}
+
+func (e *SettingError) Error() string {
+	names := make([]string, len(e.Keys))
+	for i, k := range e.Keys {
+		names[i] = Name(k)
+	}
+	return strings.Join(names, " / ") + ": " + e.Err.Error()
+}
+
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// Errorf returns the SettingError of one setting (key without the prefix,
+// such as MAX_PINS); format and a are as in fmt.Errorf.
+func Errorf(key, format string, a ...any) error {
+	return &SettingError{Keys: []string{key}, Err: fmt.Errorf(format, a...)}
+}
+
+// Name is how errors name a setting (key without the prefix): its
+// environment variable and its flag, as in "S3GATE_MAX_PINS (-max-pins)".
+func Name(key string) string { return Prefix + key + " (-" + flagName(key) + ")" }
+
+func flagName(key string) string { return strings.ToLower(strings.ReplaceAll(key, "_", "-")) }
+
+// describe turns the first parse error into a SettingError naming the
+// setting and the form it expects.
+func describe(err error, vars map[string]string) error {
 	var pe env.ParseError
 	if errors.As(err, &pe) {
 		if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
-			return fmt.Errorf("%s%s: %w", Prefix, f.Tag.Get("env"), pe.Err)
+			key := f.Tag.Get("env")
+			// Plain int settings get strconv's error; the others (sizes,
+			// durations) return their own, which state the form.
+			if f.Type.Kind() == reflect.Int {
+				return Errorf(key, "%q is not a whole number", vars[Prefix+key])
+			}
+			return &SettingError{Keys: []string{key}, Err: pe.Err}
 		}
 	}
 	s := strings.TrimPrefix(err.Error(), "env: ")
@@ -228,7 +300,8 @@ func helpOf(key string) string {
 	return t
 }
 
-// ByteSize is a size in bytes that accepts suffixes: 512KiB, 4MiB, 1GiB, 10MB, 100k.
+// ByteSize is a size in bytes: a whole number of bytes, or one with a unit
+// (ParseByteSize).
 type ByteSize int64
 
 // UnmarshalText implements encoding.TextUnmarshaler.
@@ -241,33 +314,54 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// ParseByteSize parses a size with an optional unit suffix.
+// sizeUnits are the units of ParseByteSize, matched without regard to case.
+// Every unit is a power of 1024, KB as KiB: as the AWS CLI reads its
+// multipart sizes and as S3's own limits are written (a "5 GB" part is 5 GiB),
+// so that a size copied from either means the same here.
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+
+// sizeForm is the expected form that a bad size's error states.
+const sizeForm = "bytes, or a whole number with a unit such as 512KiB, 4MB or 1g (any case; KB = KiB = 1024 bytes)"
+
+// ParseByteSize parses a size: a whole number of bytes, or a whole number
+// with a unit B, K/KB/KiB, M/MB/MiB, G/GB/GiB or T/TB/TiB in any case, every
+// unit a power of 1024 (4MB = 4mb = 4MiB = 4194304).
 func ParseByteSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suf string
-		mul int64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"k", 1 << 10}, {"K", 1 << 10}, {"m", 1 << 20}, {"M", 1 << 20}, {"g", 1 << 30}, {"G", 1 << 30},
-		{"B", 1},
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
 	}
-	mul := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suf) {
-			s, mul = strings.TrimSpace(strings.TrimSuffix(s, u.suf)), u.mul
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size (for example 512KiB, 4MiB)", s)
+	mul, ok := sizeUnits[strings.ToLower(strings.TrimSpace(t[i:]))]
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("%q is not a size: %s", s, sizeForm)
 	}
 	if n > 0 && mul > (1<<62)/n {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return n * mul, nil
+}
+
+// ByteRate is a rate in bytes per second: a size (ParseByteSize), optionally
+// followed by "/s".
+type ByteRate int64
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (r *ByteRate) UnmarshalText(text []byte) error {
+	s := string(text)
+	v, err := ParseByteSize(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
+	if err != nil {
+		return fmt.Errorf("%q is not a rate: %s, per second (an optional /s)", s, sizeForm)
+	}
+	*r = ByteRate(v)
+	return nil
 }
 
 // Duration is a time.Duration read from text such as 120s or 2m.
@@ -277,7 +371,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalText(text []byte) error {
 	v, err := time.ParseDuration(string(text))
 	if err != nil || v < 0 {
-		return fmt.Errorf("%q is not a duration (for example 120s)", text)
+		return fmt.Errorf("%q is not a duration (a number with a unit: 500ms, 120s, 2m, 1h30m)", text)
 	}
 	*d = Duration(v)
 	return nil
@@ -289,8 +383,9 @@ var helps = func() map[string]string {
 	m := map[string]string{}
 	t := reflect.TypeOf(Config{})
 	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		m[f.Tag.Get("env")] = f.Tag.Get("help")
+		if key := t.Field(i).Tag.Get("env"); key != "-" {
+			m[key] = t.Field(i).Tag.Get("help")
+		}
 	}
 	return m
 }()

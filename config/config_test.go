@@ -74,7 +74,7 @@ func TestLoad(t *testing.T) {
 		}},
 		{name: "zero connection cap", env: append(base, "S3GATE_MAX_CONNS=0"), wantErr: "S3GATE_MAX_CONNS"},
 		{name: "bandwidth suffixes", env: append(base, "S3GATE_BANDWIDTH_PER_REQUEST=10MiB", "S3GATE_BANDWIDTH_GLOBAL=1GB"), check: func(t *testing.T, c Config) {
-			if c.BandwidthPerRequest != 10<<20 || c.BandwidthGlobal != 1e9 {
+			if c.BandwidthPerRequest != 10<<20 || c.BandwidthGlobal != 1<<30 {
 				t.Fatalf("got %d %d", c.BandwidthPerRequest, c.BandwidthGlobal)
 			}
 		}},
@@ -143,7 +143,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "512KiB": 512 << 10, "4MiB": 4 << 20, "10MB": 10e6, "1G": 1 << 30, "7": 7, "3B": 3} {
+	for in, want := range map[string]int64{"0": 0, "512KiB": 512 << 10, "4MiB": 4 << 20, "10MB": 10 << 20, "1G": 1 << 30, "7": 7, "3B": 3} {
 		got, err := ParseByteSize(in)
 		if err != nil || got != want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
