@@ -81,6 +81,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	defer func() {
 		if err != nil {
 			s.Close()
+			if s.RootKey.Generated {
+				err = &keyError{key: s.RootKey, err: err} // for GeneratedKey
+			}
 		}
 	}()
 	if cfg.DatabaseURL != "" {

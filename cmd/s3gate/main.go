@@ -91,18 +91,45 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) int {
+	// A misspelt setting would otherwise be ignored in silence.
+	for _, u := range cfg.Unknown {
+		if u.Nearest != "" {
+			log.Warn("unknown setting ignored: "+u.Name+" (did you mean "+u.Nearest+"?)", "name", u.Name, "nearest", u.Nearest)
+		} else {
+			log.Warn("unknown setting ignored: "+u.Name, "name", u.Name)
+		}
+	}
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
+	}
+	// Files and directories first: a bad one fails at once, not after a
+	// wait for the database or a "serving" line.
+	if err := server.Preflight(cfg); err != nil {
+		log.Error("start-up failed: " + server.Flatten(err))
+		return 1
+	}
 	// A gateway started before its database (a reboot, a compose file) waits
 	// for it instead of exiting.
 	if err := server.WaitForDatabase(ctx, cfg, log); err != nil {
 		if ctx.Err() != nil {
 			return 0
 		}
-		log.Error("start-up failed: " + err.Error())
+		log.Error("start-up failed: " + server.Flatten(err))
 		return 1
 	}
 	// On PostgreSQL, New takes the writer claim first (waiting as a standby
 	// while another instance holds it) and logs what it does.
 	srv, err := server.New(ctx, cfg, log)
+	// A generated root key pair is kept from the moment it is made, and only
+	// the start that made it can show its secret. So it is shown now, even
+	// if New failed after making it or a listener fails next, rather than
+	// made only once start-up has succeeded: New needs the pair to build the
+	// handler, before the steps that can still fail. The endpoint is the
+	// configured address (the listener may not exist).
+	if k, ok := server.GeneratedKey(srv, err); ok {
+		printKey(stdout, k, scheme+"://"+cfg.Addr, cfg.Region)
+	}
 	if errors.Is(err, server.ErrNoClaim) {
 		if ctx.Err() != nil {
 			return 0 // stopped while waiting as a standby
@@ -110,7 +137,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return 1
 	}
 	if err != nil {
-		log.Error("start-up failed", "err", err)
+		log.Error("start-up failed", "err", server.Flatten(err))
 		return 1
 	}
 	defer srv.Close()
@@ -130,10 +157,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		}
 		metricsURL = "http://" + mln.Addr().String()
 	}
-	scheme := "http"
-	if cfg.TLSCertFile != "" {
-		scheme = "https"
-	}
 	endpoint := scheme + "://" + ln.Addr().String()
 	meta := "postgresql"
 	if cfg.DatabaseURL == "" {
@@ -141,7 +164,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	log.Info("s3gate serving", "endpoint", endpoint, "metrics", metricsURL, "region", cfg.Region, "metadata", meta,
 		"large_engine", cfg.LargeEngine, "inline_max", int64(cfg.InlineMax), "version", version)
-	printKey(stdout, srv.RootKey, endpoint, cfg.Region)
+	if !srv.RootKey.Generated { // shown above
+		printKey(stdout, srv.RootKey, endpoint, cfg.Region)
+	}
 	// The metrics listener outlives the S3 drain, so that probes see /readyz
 	// turn 503 while in-flight requests finish.
 	mctx, mstop := context.WithCancel(context.Background())
