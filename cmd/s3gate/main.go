@@ -128,7 +128,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	// handler, before the steps that can still fail. The endpoint is the
 	// configured address (the listener may not exist).
 	if k, ok := server.GeneratedKey(srv, err); ok {
-		printKey(stdout, k, scheme+"://"+cfg.Addr, cfg.Region)
+		host, port, _ := net.SplitHostPort(cfg.Addr) // validated by config
+		if host == "" {
+			host = "localhost"
+		}
+		printKey(stdout, k, scheme+"://"+net.JoinHostPort(host, port), cfg.Region)
 	}
 	if errors.Is(err, server.ErrNoClaim) {
 		if ctx.Err() != nil {
