@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/internal/metricsdoc"
 	"github.com/s3gate/s3gate/internal/testgw"
 	"github.com/s3gate/s3gate/internal/testreq"
 )
@@ -52,14 +52,9 @@ func exercise(t *testing.T, gw *testgw.Gateway) {
 // and fails on any s3gate_* family that docs/metrics.md does not list, and
 // on any metric the doc's tables list that no gateway exports.
 func TestMetricsDocumented(t *testing.T) {
-	doc, err := os.ReadFile(metricsDoc)
+	documented, err := metricsdoc.Names(metricsDoc)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// A documented metric is a table row's first cell: | `s3gate_name` |.
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(s3gate_[a-z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = true
 	}
 	exported := map[string]bool{}
 	for _, engine := range []string{testgw.Embedded, config.EnginePGChunks} {
