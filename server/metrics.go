@@ -52,17 +52,14 @@ func (s *Server) registerStateMetrics(reg prometheus.Registerer) error {
 	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: name, Help: help, ConstLabels: labels}, f)
 	}
-	bit := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	for _, c := range []prometheus.Collector{
 		gauge("ready", "1 while the instance can serve S3 requests (what /readyz answers 200 for), 0 while it cannot or drains.", nil, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), metrics.DefaultReadyTimeout)
 			defer cancel()
-			return bit(s.Ready(ctx) == nil)
+			if s.Ready(ctx) != nil {
+				return 0
+			}
+			return 1
 		}),
 		gauge("role", "1 for the role this instance has: owner (it holds the database's writer claim, or owns its embedded data directory); 0 once that ownership is lost and the instance stops.", prometheus.Labels{"role": "owner"}, func() float64 {
 			select {
