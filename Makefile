@@ -10,7 +10,7 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-full test-short tools run lint bench scenario fuzz clean
+.PHONY: help build test test-full test-short tools run lint bench scenario fuzz clean rules
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench      throughput/latency against a live gateway on each engine"
 	@echo "make scenario   the 2 GiB write/delete/GC scenario on each engine"
 	@echo "make fuzz       every fuzz target for FUZZTIME (default 10s) each"
+	@echo "make rules      check the Prometheus alert rules and run their unit tests (promtool)"
 	@echo "make build      build $(BIN)"
 
 build:
@@ -54,6 +55,11 @@ lint:
 	$(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
+
+# make test runs the same checks (deploy/rules_test.go); this is the quick loop
+# while editing the rules.
+rules:
+	cd deploy && promtool check rules alerts.yml && promtool test rules alerts_test.yml
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/

@@ -43,8 +43,9 @@ type Metrics struct {
 	readyTime time.Duration
 }
 
-// New returns a registry with the Go runtime and process collectors and the
-// request metrics. log receives readiness failures (nil: discarded).
+// New returns a registry with the Go runtime and process collectors,
+// s3gate_build_info and the request metrics. log receives readiness failures
+// (nil: discarded).
 func New(log *slog.Logger) *Metrics {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -79,6 +80,7 @@ func New(log *slog.Logger) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.duration, m.bytesIn, m.bytesOut, m.inFlight,
+		newBuildInfo(),
 	)
 	return m
 }

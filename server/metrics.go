@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/metrics"
 	"github.com/s3gate/s3gate/s3api"
 )
@@ -31,12 +33,48 @@ func (s *Server) instrument() error {
 	if err := m.RegisterBlobStats(s.engine.BlobStats, time.Duration(s.cfg.MetricsStatsTTL)); err != nil {
 		return fmt.Errorf("metrics: blob stats: %w", err)
 	}
+	if err := s.registerStateMetrics(m.Registry()); err != nil {
+		return err
+	}
 	domain := s.cfg.Domain
 	s.handler = m.Middleware(s.handler, func(r *http.Request) string {
 		op, _, _, _ := s3api.ResolveOperation(r, domain)
 		return op
 	})
 	s.metrics = m
+	return nil
+}
+
+// registerStateMetrics exports what an operator alerts on beside the
+// counters: readiness (the /readyz check, run at scrape time), the role and
+// the pin cap.
+func (s *Server) registerStateMetrics(reg prometheus.Registerer) error {
+	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Namespace, Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	for _, c := range []prometheus.Collector{
+		gauge("ready", "1 while the instance can serve S3 requests (what /readyz answers 200 for), 0 while it cannot or drains.", nil, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), metrics.DefaultReadyTimeout)
+			defer cancel()
+			if s.Ready(ctx) != nil {
+				return 0
+			}
+			return 1
+		}),
+		gauge("role", "1 for the role this instance has: owner (it holds the database's writer claim, or owns its embedded data directory); 0 once that ownership is lost and the instance stops.", prometheus.Labels{"role": "owner"}, func() float64 {
+			select {
+			case <-s.lostClaim():
+				return 0
+			default:
+				return 1
+			}
+		}),
+		gauge("pins_max", "The per-instance pin cap ("+config.Prefix+"MAX_PINS): s3gate_pins_held at this value refuses GETs with 503 SlowDown.", nil, func() float64 { return float64(s.cfg.MaxPins) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: state: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/fsck"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/metrics"
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -36,6 +37,7 @@ import (
 var version = "dev"
 
 func main() {
+	metrics.Version = version // labels s3gate_build_info
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
