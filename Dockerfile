@@ -14,6 +14,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 # The data directory, owned by the base image's nonroot user (65532:65532)
 # and private: the image has no shell to create it, and a named volume
 # mounted on /data starts as a copy of it, ownership and mode included.
+# COPY of a directory copies its contents, so the owner of /data itself is
+# the --chown below; the gateway sets the mode to 0700 at every start.
 RUN mkdir -m 0700 /out/data && chown 65532:65532 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -81,7 +81,7 @@ func TestContainerLayout(t *testing.T) {
 	}
 	checkStatic(t, bin)
 	if out, err := asNonroot(exec.Command(bin, "version")).Output(); err != nil || strings.TrimSpace(string(out)) != "s3gate "+version {
-		t.Fatalf("s3gate version = %q, %v; want %q", out, err, "s3gate "+version)
+		t.Fatalf("s3gate version as uid %d = %q, %v; want %q (every parent of %s must be searchable by that uid)", nonroot, out, err, "s3gate "+version, root)
 	}
 
 	t.Run("data owned by nonroot", func(t *testing.T) {
