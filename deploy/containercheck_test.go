@@ -95,8 +95,22 @@ func TestContainerLayout(t *testing.T) {
 		env := imageEnv(t, data)
 		serve := asNonroot(exec.Command(bin, "serve"))
 		serve.Env = env.vars
-		logs := &strings.Builder{}
-		serve.Stdout, serve.Stderr = logs, logs
+		// A file, not a buffer: the child writes it directly while the
+		// test reads it.
+		logPath := filepath.Join(t.TempDir(), "serve.log")
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFile.Close()
+		serve.Stdout, serve.Stderr = logFile, logFile
+		logs := func() string {
+			b, err := os.ReadFile(logPath)
+			if err != nil {
+				return "(serve's log: " + err.Error() + ")"
+			}
+			return string(b)
+		}
 		if err := serve.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -118,11 +132,11 @@ func TestContainerLayout(t *testing.T) {
 			}
 			select {
 			case err := <-exited:
-				t.Fatalf("serve exited: %v\n%s", err, logs)
+				t.Fatalf("serve exited: %v\n%s", err, logs())
 			default:
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("healthcheck still failing after 60s: %v %s\nserve:\n%s", err, out, logs)
+				t.Fatalf("healthcheck still failing after 60s: %v %s\nserve:\n%s", err, out, logs())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -145,8 +159,8 @@ func TestContainerLayout(t *testing.T) {
 				t.Errorf("data/%s: mode %v owner %d:%d; want %v %d:%d", name, fi.Mode().Perm(), st.Uid, st.Gid, mode, nonroot, nonroot)
 			}
 		}
-		if !strings.Contains(logs.String(), "version="+version) {
-			t.Errorf("the start-up log does not report version %s:\n%s", version, logs)
+		if l := logs(); !strings.Contains(l, "version="+version) {
+			t.Errorf("the start-up log does not report version %s:\n%s", version, l)
 		}
 	})
 
