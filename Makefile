@@ -10,7 +10,7 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-full test-short tools run lint bench scenario fuzz clean rules
+.PHONY: help build test test-full test-short tools run lint bench scenario fuzz container-check clean rules
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -23,6 +23,7 @@ help:
 	@echo "make fuzz       every fuzz target for FUZZTIME (default 10s) each"
 	@echo "make rules      check the Prometheus alert rules and run their unit tests (promtool)"
 	@echo "make build      build $(BIN)"
+	@echo "make container-check  the image's layout without Docker (as root) and docker-compose.yml"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/s3gate
@@ -79,6 +80,11 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >bin/fuzz.log 2>&1 || { cat bin/fuzz.log; exit 1; }; \
 	  done; \
 	done
+
+# The Dockerfile's file tree built without Docker and run as its user, and
+# docker-compose.yml parsed (deploy/containercheck_test.go; needs root).
+container-check:
+	$(GO) test -count=1 -v -run 'TestContainerLayout|TestComposeFile' ./deploy/
 
 clean:
 	rm -rf bin

@@ -44,10 +44,14 @@ func TestExactAPI(t *testing.T) {
 			t.Run("CompleteRepeated", func(t *testing.T) { eaCompleteRepeated(t, cl) })
 			t.Run("CompleteRace", func(t *testing.T) { eaCompleteRace(t, cl) })
 			t.Run("ListMultipartUploads", func(t *testing.T) { eaListUploads(t, gw, cl) })
+			t.Run("StorageClassKept", func(t *testing.T) { noopStorageClassKept(t, gw, cl) })
 			if eng != config.EnginePGChunks {
 				t.Run("NoSuchBucketFirst", func(t *testing.T) { eaNoSuchBucketFirst(t, cl) })
 				t.Run("ObjectLockRefused", func(t *testing.T) { eaObjectLock(t, cl) })
 				t.Run("UnhonouredHeadersRefused", func(t *testing.T) { eaUnhonoured(t, gw, cl) })
+				t.Run("EncryptionRefused", func(t *testing.T) { noopEncryption(t, gw, cl) })
+				t.Run("StorageClassRefused", func(t *testing.T) { noopStorageClassRefused(t, cl) })
+				t.Run("OtherHeadersRefused", func(t *testing.T) { noopOtherHeaders(t, cl) })
 				t.Run("ExpectedBucketOwner", func(t *testing.T) { eaExpectedOwner(t, cl) })
 				t.Run("ListBucketsPaging", func(t *testing.T) { eaListBuckets(t, gw, cl) })
 				t.Run("ListingDetails", func(t *testing.T) { eaListingDetails(t, gw, cl) })
@@ -433,7 +437,7 @@ func eaUnhonoured(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 		{"PutObject website redirect", "NotImplemented", func() error {
 			return put(func(in *s3.PutObjectInput) { in.WebsiteRedirectLocation = aws.String("/elsewhere") })
 		}},
-		{"PutObject storage class GLACIER", "NotImplemented", func() error { return put(func(in *s3.PutObjectInput) { in.StorageClass = types.StorageClassGlacier }) }},
+		{"PutObject storage class GLACIER", "InvalidStorageClass", func() error { return put(func(in *s3.PutObjectInput) { in.StorageClass = types.StorageClassGlacier }) }},
 		{"PutObject invalid storage class", "InvalidStorageClass", func() error {
 			return put(func(in *s3.PutObjectInput) { in.StorageClass = types.StorageClass("FANCY") })
 		}},
@@ -444,7 +448,7 @@ func eaUnhonoured(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 			_, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("k"), Tagging: aws.String("a=b")})
 			return err
 		}},
-		{"CreateMultipartUpload storage class", "NotImplemented", func() error {
+		{"CreateMultipartUpload storage class", "InvalidStorageClass", func() error {
 			_, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("k"), StorageClass: types.StorageClassStandardIa})
 			return err
 		}},

@@ -126,7 +126,7 @@ func (a *api) getObjectAttributes(rq *request) error {
 		out.ObjectParts = pageAttrParts(info.Parts, marker, maxParts)
 	}
 	if want[attrStorageClass] {
-		out.StorageClass = "STANDARD"
+		out.StorageClass = storageClassName(info.Meta)
 	}
 	if want[attrObjectSize] {
 		size := info.Size

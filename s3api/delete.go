@@ -14,6 +14,10 @@ type deleteRequest struct {
 	Objects []struct {
 		Key       string  `xml:"Key"`
 		VersionID *string `xml:"VersionId"`
+		// Conditional deletes, refused per key (errConditionalDelete).
+		ETag             *string `xml:"ETag"`
+		LastModifiedTime *string `xml:"LastModifiedTime"`
+		Size             *string `xml:"Size"`
 	} `xml:"Object"`
 }
 
@@ -64,6 +68,10 @@ func (a *api) deleteObjects(rq *request) error {
 	for _, o := range req.Objects {
 		if o.VersionID != nil && *o.VersionID != "" && *o.VersionID != "null" {
 			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errInvalidVersionID.Code, Message: errInvalidVersionID.Message})
+			continue
+		}
+		if o.ETag != nil || o.LastModifiedTime != nil || o.Size != nil {
+			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errConditionalDelete.Code, Message: errConditionalDelete.Message})
 			continue
 		}
 		keys = append(keys, o.Key)

@@ -154,6 +154,10 @@ func parseMeta(h http.Header) (store.ObjectMeta, error) {
 		CacheControl:       h.Get("Cache-Control"),
 		Expires:            h.Get("Expires"),
 	}
+	var err error
+	if m.StorageClass, err = parseStorageClass(h); err != nil {
+		return m, err
+	}
 	size := 0
 	for name, vals := range h {
 		lname := strings.ToLower(name)
@@ -238,9 +242,6 @@ func checkCannedACL(h http.Header) error {
 			return errNotImplemented.withMessage("ACL grants are not supported.")
 		}
 	}
-	if h.Get("x-amz-server-side-encryption-customer-algorithm") != "" {
-		return errNotImplemented.withMessage("Server-side encryption with customer keys is not supported.")
-	}
 	return nil
 }
 
@@ -324,6 +325,7 @@ func setObjectHeaders(rq *request, info store.ObjectInfo) {
 		{"Content-Language", info.Meta.ContentLanguage},
 		{"Cache-Control", info.Meta.CacheControl},
 		{"Expires", info.Meta.Expires},
+		{"x-amz-storage-class", info.Meta.StorageClass},
 	} {
 		if kv.v != "" {
 			h.Set(kv.k, kv.v)

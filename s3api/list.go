@@ -110,7 +110,7 @@ func objectElems(res store.ListResult, enc encoder, own *owner) ([]objectElem, [
 	for _, o := range res.Objects {
 		objs = append(objs, objectElem{
 			Key: enc.enc(o.Key), LastModified: xmlTime(orNow(o.LastModified)),
-			ETag: quoteETag(o.ETag), Size: o.Size, StorageClass: "STANDARD", Owner: own,
+			ETag: quoteETag(o.ETag), Size: o.Size, StorageClass: storageClassName(o.Meta), Owner: own,
 			ChecksumAlgorithm: o.Checksum.Algorithm, ChecksumType: checksumType(o.Checksum),
 		})
 	}

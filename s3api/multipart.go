@@ -278,7 +278,7 @@ func (a *api) listParts(rq *request) error {
 	own := ownerOf(rq)
 	out := listPartsResult{
 		NS: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: uploadID, Initiator: own, Owner: own,
-		StorageClass: "STANDARD", PartNumberMarker: marker, NextPartNumberMarker: res.NextPartNumberMarker,
+		StorageClass: storageClassName(res.Upload.Meta), PartNumberMarker: marker, NextPartNumberMarker: res.NextPartNumberMarker,
 		MaxParts: maxParts, IsTruncated: res.Truncated,
 		ChecksumAlgorithm: res.Upload.ChecksumAlgorithm, ChecksumType: res.Upload.ChecksumType,
 		Parts: make([]partElem, 0, len(res.Parts)),
@@ -355,7 +355,7 @@ func (a *api) listMultipartUploads(rq *request) error {
 	for _, u := range res.Uploads {
 		out.Uploads = append(out.Uploads, uploadElem{
 			Key: enc.enc(u.Key), UploadID: u.UploadID, Initiator: own, Owner: own,
-			StorageClass: "STANDARD", Initiated: xmlTime(orNow(u.Initiated)),
+			StorageClass: storageClassName(u.Meta), Initiated: xmlTime(orNow(u.Initiated)),
 			ChecksumAlgorithm: u.ChecksumAlgorithm, ChecksumType: u.ChecksumType,
 		})
 	}

@@ -192,6 +192,9 @@ func (a *api) deleteObject(rq *request) error {
 	if err := checkVersionID(rq); err != nil {
 		return err
 	}
+	if err := checkDeleteConditions(rq.r.Header); err != nil {
+		return err
+	}
 	if err := a.st.DeleteObject(rq.ctx, rq.bucket, rq.key); err != nil {
 		return fmt.Errorf("delete object %q/%q: %w", rq.bucket, rq.key, err)
 	}
@@ -267,7 +270,12 @@ func (a *api) copyObject(rq *request) error {
 	if opts.ChecksumAlgorithm, err = parseChecksumAlgorithm(h); err != nil {
 		return err
 	}
-	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" {
+	if opts.StorageClass, err = parseStorageClass(h); err != nil {
+		return err
+	}
+	// A copy onto itself must change something; a storage class given is
+	// checked against the stored one by the store.
+	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("x-amz-storage-class") == "" {
 		return errSelfCopy
 	}
 	info, err := a.st.CopyObject(rq.ctx, src, rq.bucket, rq.key, opts)

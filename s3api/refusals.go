@@ -2,7 +2,10 @@ package s3api
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/s3gate/s3gate/store"
 )
 
 // Headers that ask for features s3gate does not have. Each is refused with a
@@ -13,17 +16,73 @@ import (
 // without Object Lock, which every bucket here is.
 var errNoObjectLock = errInvalidRequest.withMessage("Bucket is missing Object Lock Configuration")
 
-// validStorageClasses are the names AWS accepts in x-amz-storage-class.
-var validStorageClasses = map[string]bool{
+// storageClassesAWS are the names AWS accepts in x-amz-storage-class.
+// s3gate keeps STANDARD and REDUCED_REDUNDANCY (the same media for both: the
+// name is stored and returned); the others promise a retrieval or pricing
+// tier it does not have, so they are refused as invalid here.
+var storageClassesAWS = map[string]bool{
 	"STANDARD": true, "REDUCED_REDUNDANCY": true, "STANDARD_IA": true, "ONEZONE_IA": true,
 	"INTELLIGENT_TIERING": true, "GLACIER": true, "DEEP_ARCHIVE": true, "OUTPOSTS": true,
 	"GLACIER_IR": true, "SNOW": true, "EXPRESS_ONEZONE": true,
 }
 
+// parseStorageClass reads x-amz-storage-class as it is stored: "" for none
+// or STANDARD, REDUCED_REDUNDANCY, InvalidStorageClass for anything else.
+func parseStorageClass(h http.Header) (string, error) {
+	switch sc := h.Get("x-amz-storage-class"); {
+	case sc == "" || sc == "STANDARD":
+		return "", nil
+	case sc == "REDUCED_REDUNDANCY":
+		return sc, nil
+	case storageClassesAWS[sc]:
+		return "", errInvalidStorageClass.withMessage("The storage class " + sc + " is not supported: s3gate stores STANDARD and REDUCED_REDUNDANCY only.")
+	default:
+		return "", errInvalidStorageClass
+	}
+}
+
+// storageClassName is the storage class listings and attributes show.
+func storageClassName(m store.ObjectMeta) string {
+	if m.StorageClass == "" {
+		return "STANDARD"
+	}
+	return m.StorageClass
+}
+
+// Server-side encryption is not implemented: every request that asks for it
+// (x-amz-server-side-encryption*, SSE-C's
+// x-amz-server-side-encryption-customer-*, a copy source's
+// x-amz-copy-source-server-side-encryption-customer-*) is refused, whatever
+// the operation, so that no client believes its data is encrypted at rest.
+var ssePrefixes = []string{"x-amz-server-side-encryption", "x-amz-copy-source-server-side-encryption"}
+
+// sseMethods are the values AWS knows for x-amz-server-side-encryption.
+var sseMethods = map[string]bool{"AES256": true, "aws:kms": true, "aws:kms:dsse": true}
+
+// checkEncryption refuses the server-side encryption headers: NotImplemented
+// naming the header (as for Object Lock and tagging), or InvalidArgument for
+// a method AWS does not know either.
+func checkEncryption(h http.Header) error {
+	if m := h.Get("x-amz-server-side-encryption"); m != "" && !sseMethods[m] {
+		return errInvalidArgument.withMessage("The encryption method specified is not supported")
+	}
+	var names []string
+	for name, vals := range h {
+		lname := strings.ToLower(name)
+		if strings.Join(vals, "") != "" && slices.ContainsFunc(ssePrefixes, func(p string) bool { return strings.HasPrefix(lname, p) }) {
+			names = append(names, lname)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return errNotImplemented.withMessage("Server-side encryption (" + slices.Min(names) + ") is not supported: s3gate stores objects unencrypted.")
+}
+
 // checkWriteFeatures refuses the headers of PutObject, CopyObject and
 // CreateMultipartUpload that would change what is stored in ways s3gate
-// does not honour: Object Lock, tags, website redirects, storage classes
-// other than STANDARD.
+// does not honour: Object Lock, tags, website redirects. (Storage classes
+// are read, and refused, with the metadata: parseStorageClass.)
 func checkWriteFeatures(h http.Header) error {
 	for _, name := range []string{"x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold"} {
 		if _, ok := h[http.CanonicalHeaderKey(name)]; ok {
@@ -36,12 +95,24 @@ func checkWriteFeatures(h http.Header) error {
 	if h.Get("x-amz-website-redirect-location") != "" {
 		return errNotImplemented.withMessage("x-amz-website-redirect-location is not supported: s3gate serves no website endpoints.")
 	}
-	switch sc := h.Get("x-amz-storage-class"); {
-	case sc == "" || sc == "STANDARD":
-	case validStorageClasses[sc]:
-		return errNotImplemented.withMessage("The storage class " + sc + " is not supported: s3gate stores every object as STANDARD.")
-	default:
-		return errInvalidStorageClass
+	if h.Get("x-amz-write-offset-bytes") != "" {
+		// An append taken as a whole-object PUT would replace the object.
+		return errNotImplemented.withMessage("Appends (x-amz-write-offset-bytes) are not supported: s3gate replaces whole objects only.")
+	}
+	return nil
+}
+
+// errConditionalDelete answers a conditional delete: s3gate cannot yet make
+// the delete atomic with its condition, and deleting anyway would be the
+// very loss the condition guards against.
+var errConditionalDelete = errNotImplemented.withMessage("Conditional deletes (If-Match, x-amz-if-match-last-modified-time, x-amz-if-match-size; ETag, LastModifiedTime or Size in DeleteObjects) are not supported.")
+
+// checkDeleteConditions refuses DeleteObject's conditions.
+func checkDeleteConditions(h http.Header) error {
+	for _, name := range []string{"If-Match", "x-amz-if-match-last-modified-time", "x-amz-if-match-size"} {
+		if h.Get(name) != "" {
+			return errConditionalDelete
+		}
 	}
 	return nil
 }

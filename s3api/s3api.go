@@ -327,6 +327,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		a.writeError(rq, err)
 		return
 	}
+	if err := checkEncryption(rq.r.Header); err != nil {
+		a.writeError(rq, err)
+		return
+	}
 
 	fn, ok := handlers[rq.op]
 	if !ok {

@@ -78,7 +78,7 @@ func (a *api) listObjectVersions(rq *request) error {
 		out.Versions = append(out.Versions, versionElem{
 			Key: enc.enc(o.Key), VersionID: nullVersion, IsLatest: true,
 			LastModified: xmlTime(orNow(o.LastModified)), ETag: quoteETag(o.ETag), Size: o.Size,
-			StorageClass: "STANDARD", Owner: own,
+			StorageClass: storageClassName(o.Meta), Owner: own,
 			ChecksumAlgorithm: o.Checksum.Algorithm, ChecksumType: checksumType(o.Checksum),
 		})
 	}

@@ -86,6 +86,10 @@ type ObjectMeta struct {
 	CacheControl       string            `json:"cc,omitempty"`
 	Expires            string            `json:"ex,omitempty"`
 	User               map[string]string `json:"um,omitempty"` // x-amz-meta-* with the prefix removed, keys lower case
+	// StorageClass is x-amz-storage-class as stored: "" for STANDARD (S3
+	// omits the header for it), else REDUCED_REDUNDANCY. Every class is
+	// kept on the same media; the name is what the client asked for.
+	StorageClass string `json:"sc,omitempty"`
 	// CompletedUpload is the id of the multipart upload whose Complete
 	// wrote this object ("" otherwise). It is never sent to clients: it lets
 	// a repeated CompleteMultipartUpload (an SDK retry after a lost reply)
@@ -262,6 +266,9 @@ type CopyOptions struct {
 	// the source's); SourceETag is the source ETag it was computed from.
 	Checksum   *Checksum
 	SourceETag string
+	// StorageClass is the destination's, from the copy request whatever the
+	// metadata directive ("" for STANDARD), as in S3.
+	StorageClass string
 }
 
 // DeleteResult is the outcome for one key of DeleteObjects.

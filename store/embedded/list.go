@@ -36,7 +36,8 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 		var err error
 		res, err = protocol.ListObjects(p, func(c *protocol.ListCursor, limit int) ([]store.ObjectInfo, error) {
 			cond, args := where(c, "key")
-			return scanObjects(ctx, tx, bucket, `SELECT key, size, etag, last_modified, checksum FROM objects
+			// Of meta only the storage class: listings show it.
+			return scanObjects(ctx, tx, bucket, `SELECT key, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '') FROM objects
 				WHERE bucket = ? AND `+cond+` ORDER BY key LIMIT `+fmt.Sprint(limit), append([]any{bucket}, args...))
 		})
 		return err
@@ -59,7 +60,7 @@ func scanObjects(ctx context.Context, q querier, bucket, query string, args []an
 		o := store.ObjectInfo{Bucket: bucket}
 		var ck sql.NullString
 		var lm int64
-		if err := rows.Scan(&o.Key, &o.Size, &o.ETag, &lm, &ck); err != nil {
+		if err := rows.Scan(&o.Key, &o.Size, &o.ETag, &lm, &ck, &o.Meta.StorageClass); err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
 		o.LastModified = fromMicros(lm)

@@ -35,7 +35,8 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 	}
 	res, err := protocol.ListObjects(p, func(c *protocol.ListCursor, limit int) ([]store.ObjectInfo, error) {
 		cond, args := where(c, "key", 2)
-		rows, err := e.pool.Query(ctx, `SELECT key, size, etag, last_modified, checksum FROM objects
+		// Of meta only the storage class: listings show it.
+		rows, err := e.pool.Query(ctx, `SELECT key, size, etag, last_modified, checksum, coalesce(meta->>'sc', '') FROM objects
 			WHERE bucket = $1 AND `+cond+` ORDER BY key LIMIT `+fmt.Sprint(limit), append([]any{bucket}, args...)...)
 		if err != nil {
 			return nil, mapErr(err)
@@ -56,7 +57,7 @@ func scanObjects(rows pgx.Rows, bucket string) ([]store.ObjectInfo, error) {
 		o := store.ObjectInfo{Bucket: bucket}
 		var ck *store.Checksum
 		var lm time.Time
-		if err := rows.Scan(&o.Key, &o.Size, &o.ETag, &lm, &ck); err != nil {
+		if err := rows.Scan(&o.Key, &o.Size, &o.ETag, &lm, &ck, &o.Meta.StorageClass); err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
 		o.LastModified = lm

@@ -40,7 +40,7 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if opts.SourceETag != "" && r.Info.ETag != opts.SourceETag {
 			return store.ErrCopySourceChanged
 		}
-		if same && !opts.ReplaceMeta && opts.Checksum == nil {
+		if same && !opts.ReplaceMeta && opts.Checksum == nil && opts.StorageClass == r.Info.Meta.StorageClass {
 			return ErrCopyToItself
 		}
 		out = r.Info
@@ -48,6 +48,7 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if opts.ReplaceMeta {
 			out.Meta = opts.Meta
 		}
+		out.Meta.StorageClass = opts.StorageClass
 		if opts.Checksum != nil {
 			out.Checksum = *opts.Checksum
 		}
