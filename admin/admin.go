@@ -1,9 +1,9 @@
 // Package admin implements `s3gate admin`: operations on a gateway's metadata
 // store that need no restart. Today that is access-key management:
 //
-//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [config flags]
-//	s3gate admin key list   [config flags]
-//	s3gate admin key delete ID [config flags]
+//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [settings]
+//	s3gate admin key list   [settings]
+//	s3gate admin key delete ID [settings]
 //
 // It reads the same configuration as `s3gate serve` (S3GATE_* variables and
 // the same flags) and opens the same store directly: the PostgreSQL database
@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/pg"
@@ -41,27 +42,63 @@ const (
 	exitUsage = 2 // bad command line or configuration
 )
 
-const usage = `usage:
-  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S]
-  s3gate admin key list
-  s3gate admin key delete ID
-Configuration flags and S3GATE_* variables are those of "s3gate serve"
-(-database-url, -data-dir, ...): the command opens the same store.
+const usage = `usage: s3gate admin key create|list|delete [flags] [settings]
+
+Manages the access keys in the gateway's store; changes apply at once, without a restart.
+
+Commands:
+  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [settings]
+  s3gate admin key list   [settings]
+  s3gate admin key delete ID [settings]
+
+Settings and S3GATE_* variables are those of "s3gate serve" (-database-url, -data-dir, ...):
+the command opens the same store. "s3gate admin key <command> --help" shows each command's flags.
+
+Examples:
+  s3gate admin key create -buckets photos -read-only
+  s3gate admin key list -data-dir /var/lib/s3gate
+  s3gate help admin key create
 `
+
+// keyHelp is the help page of each key command; fs holds its own flags.
+func keyHelp(sub string, fs *flag.FlagSet) gc.Help {
+	h := gc.Help{Flags: fs, Settings: []string{"database-url", "data-dir"}, Shared: true}
+	switch sub {
+	case "create":
+		h.Usage = "admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [settings]"
+		h.Purpose = "Creates an access key (id and secret generated unless given) and prints it; a generated secret is shown only this once."
+		h.Examples = []string{
+			"s3gate admin key create -buckets photos,backups -read-only",
+			"s3gate admin key create -access-key CI-UPLOADER -data-dir /var/lib/s3gate",
+		}
+	case "list":
+		h.Usage = "admin key list [settings]"
+		h.Purpose = "Lists the access keys in the store (never their secrets)."
+		h.Examples = []string{"s3gate admin key list", "S3GATE_DATABASE_URL=postgres://... s3gate admin key list"}
+	case "delete":
+		h.Usage = "admin key delete ID [settings]"
+		h.Purpose = "Deletes the access key ID; requests signed with it are refused at once."
+		h.Examples = []string{"s3gate admin key delete S3KABCDEFGHIJKLMNOP"}
+	}
+	return h
+}
 
 // Run runs `s3gate admin` with args (the words after "admin") and returns
 // the process exit code: 0 on success, 1 when the operation failed, 2 for a
-// bad command line or configuration.
+// bad command line or configuration. Help goes to stdout.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, args, os.Environ(), stdout, stderr)
 }
 
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	if len(args) < 2 || args[0] != "key" {
-		if len(args) > 0 && isHelp(args[0]) {
-			fmt.Fprint(stdout, usage)
-			return exitOK
-		}
+	switch {
+	case len(args) > 0 && isHelp(args[0]), len(args) > 1 && args[0] == "key" && isHelp(args[1]):
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case len(args) > 0 && args[0] != "key":
+		fmt.Fprintf(stderr, "s3gate admin: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	case len(args) < 2:
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
@@ -82,10 +119,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	if slices.ContainsFunc(args[2:], isHelpFlag) {
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		_, _ = config.Load([]string{"-h"}, environ, stdout) // prints the configuration flags
+		keyHelp(sub, fs).Write(stdout)
 		return exitOK
 	}
 	if err := fs.Parse(keyArgs); err != nil {

@@ -23,11 +23,22 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func command(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	flags := flag.NewFlagSet("fsck", flag.ContinueOnError)
-	flags.Usage = func() {
-		fmt.Fprintln(flags.Output(), "usage: s3gate fsck [settings]\n\nVerifies that every referenced blob exists and that stored bytes hash to their address; reports, never repairs.")
+	help := gc.Help{
+		Usage:   "fsck [settings]",
+		Purpose: "Checks the store: every referenced blob exists and its stored bytes hash to its address; reports, never repairs.",
+		About: `It reads the database (and the data directory's files) of the same settings as serve. On
+the embedded default the data directory must not be in use: stop the gateway first.
+Progress goes to stdout on a terminal, to stderr otherwise; problems and the summary go to stdout.
+Exit status: 0 clean, 1 problems found (or the check did not finish), 2 usage or settings error.`,
+		Flags:    flag.NewFlagSet("fsck", flag.ContinueOnError),
+		Settings: []string{"database-url", "data-dir"},
+		Shared:   true,
+		Examples: []string{
+			"s3gate fsck -data-dir /var/lib/s3gate",
+			"S3GATE_DATABASE_URL=postgres://... s3gate fsck > fsck.txt",
+		},
 	}
-	l, code, done := gc.LoadCommand(flags, gc.Flags{}, args, environ, stderr)
+	l, code, done := gc.LoadCommand(help, gc.Flags{}, args, environ, stdout, stderr)
 	if done {
 		return code
 	}

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,25 +165,23 @@ type Loaded struct {
 	Log    *slog.Logger
 }
 
-// LoadCommand parses a maintenance command's own flags into fs and the rest
-// as the gateway's configuration. It returns the exit code to use when done
-// is true (help printed, or a usage or configuration error reported).
-func LoadCommand(flags *flag.FlagSet, own Flags, args, environ []string, stderr io.Writer) (l Loaded, code int, done bool) {
-	mine, rest := SplitArgs(args, own)
-	flags.SetOutput(stderr)
-	help := false
-	for _, a := range rest {
-		if a == "-h" || a == "--help" || a == "-help" {
-			help = true
-		}
-	}
-	if help {
-		flags.Usage()
-		fmt.Fprintln(stderr, "\nConfiguration (the same settings as serve):")
-		_, _ = config.Load([]string{"-h"}, environ, stderr)
+// LoadCommand parses a maintenance command's own flags (described by
+// help.Flags, named in own) and the rest as the gateway's configuration. It
+// returns the exit code to use when done is true: help printed to stdout
+// (0), or a usage or configuration error reported on stderr (2).
+func LoadCommand(help Help, own Flags, args, environ []string, stdout, stderr io.Writer) (l Loaded, code int, done bool) {
+	if WantsHelp(args) {
+		help.Write(stdout)
 		return l, ExitOK, true
 	}
+	flags := help.Flags
+	if flags == nil {
+		flags = flag.NewFlagSet("", flag.ContinueOnError)
+	}
+	mine, rest := SplitArgs(args, own)
+	flags.SetOutput(io.Discard) // the error is reported below, with a pointer to the help
 	if err := flags.Parse(mine); err != nil {
+		fmt.Fprintf(stderr, "s3gate %s: %v (s3gate %s --help lists the flags)\n", flags.Name(), err, flags.Name())
 		return l, ExitUsage, true
 	}
 	cfg, err := config.Load(rest, environ, stderr)
@@ -199,40 +199,97 @@ func LoadCommand(flags *flag.FlagSet, own Flags, args, environ []string, stderr 
 	return Loaded{Config: cfg, Log: slog.New(h)}, 0, false
 }
 
-// Command is `s3gate gc [--offline] [--dry-run] [--grace D] [--stage-grace D]
-// [--upload-expiry D] [configuration flags]`. Without --offline it collects
-// once under the lease, exactly as a gateway's scheduled run does; with
-// --offline it collects at once for a maintenance window (see Offline). On
-// the embedded default both need the data directory to themselves: while
-// serve runs, its own online GC collects, and the command refuses.
-// --dry-run reports what would be reclaimed and deletes nothing. It returns
-// the process exit code: 0 done, 1 failed, 2 usage or configuration error.
+// age is a duration flag of the gc command that tells whether it was given.
+type age struct {
+	d   time.Duration
+	set bool
+}
+
+func (a *age) String() string { return "" } // defaults are in the usage text
+func (a *age) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	a.d, a.set = d, true
+	return err
+}
+
+// Command is `s3gate gc [flags] [settings]` (see its --help). Without
+// --offline it collects once under the lease, exactly as a gateway's
+// scheduled run does; with --offline it collects at once for a maintenance
+// window (see Offline). On the embedded default both need the data directory
+// to themselves: while serve runs, its own online GC collects, and the
+// command refuses. --dry-run reports what would be reclaimed and deletes
+// nothing. It returns the process exit code: 0 done, 1 failed, 2 usage or
+// configuration error.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return command(ctx, args, os.Environ(), stdout, stderr)
 }
 
 func command(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
-	offline := fs.Bool("offline", false, "collect now without the lease or the pin window (maintenance windows)")
-	dryRun := fs.Bool("dry-run", false, "report what would be reclaimed; delete nothing")
-	grace := fs.Duration("grace", DefaultGrace, "minimum age of unreferenced blobs, orphan large objects and blob files (0: none)")
-	stageGrace := fs.Duration("stage-grace", DefaultStageGrace, "minimum age of stage files (0: none)")
-	uploadExpiry := fs.Duration("upload-expiry", DefaultUploadExpiry, "age at which incomplete multipart uploads are aborted (0: every one)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: s3gate gc [--offline] [--dry-run] [--grace D] [--stage-grace D] [--upload-expiry D] [settings]")
-		fs.PrintDefaults()
+	offline := fs.Bool("offline", false, "collect now, without the lease or the pin window (a maintenance window)")
+	dryRun := fs.Bool("dry-run", false, "report what a collection would reclaim now and what waits for its grace period; delete nothing")
+	var grace, stageGrace, uploadExpiry, oldGrace age
+	fs.Var(&grace, "gc-grace", fmt.Sprintf("unreferenced blobs, orphan large objects and blob files younger than this `age` are left alone\n(env %sGC_GRACE, as for serve's online GC; default %s)", config.Prefix, DefaultGrace))
+	fs.Var(&stageGrace, "stage-grace", fmt.Sprintf("stage files and stage rows untouched for less than this `age` are left alone (default %s)", DefaultStageGrace))
+	fs.Var(&uploadExpiry, "upload-expiry", fmt.Sprintf("incomplete multipart uploads older than this `age` are aborted\n(env %sUPLOAD_EXPIRY, as for serve's online GC; default %s)", config.Prefix, DefaultUploadExpiry))
+	fs.Var(&oldGrace, "grace", "the old spelling of -gc-grace, which it means when positive")
+	help := Help{
+		Usage:   "gc [--offline] [--dry-run] [--gc-grace D] [--stage-grace D] [--upload-expiry D] [settings]",
+		Purpose: "Reclaims content that nothing references: unreferenced blobs, expired multipart uploads, crash leftovers.",
+		About: `Without -offline it collects once under the gc lease, as a gateway's scheduled run does:
+it first waits out the pin window (` + DefaultPinWindow.String() + ` on PostgreSQL) so that streams whose pins a database
+crash dropped have stopped. -offline collects at once, for a maintenance window. On the
+embedded default the data directory must not be in use: a running gateway collects itself
+(` + config.Prefix + `GC_INTERVAL). Durations given here must be positive; leave a flag out for its default.
+Progress goes to stdout on a terminal, to stderr otherwise; the summary goes to stdout.
+Exit status: 0 done, 1 failed (or another instance is collecting), 2 usage or settings error.`,
+		Flags: fs, Hidden: []string{"grace"}, Settings: []string{"database-url", "data-dir"}, Shared: true,
+		Examples: []string{
+			"s3gate gc --dry-run                    # what would go now, and what waits for the grace",
+			"s3gate gc                              # collect once, beside running gateways",
+			"s3gate gc --offline --gc-grace 1s      # a maintenance window: collect everything now",
+			"S3GATE_DATABASE_URL=postgres://... s3gate gc --upload-expiry 24h",
+		},
 	}
-	own := Flags{"offline": true, "dry-run": true, "grace": false, "stage-grace": false, "upload-expiry": false}
-	l, code, done := LoadCommand(fs, own, args, environ, stderr)
+	own := Flags{"offline": true, "dry-run": true, "gc-grace": false, "grace": false, "stage-grace": false, "upload-expiry": false}
+	l, code, done := LoadCommand(help, own, args, environ, stdout, stderr)
 	if done {
 		return code
 	}
-	for _, d := range []*time.Duration{grace, stageGrace, uploadExpiry} {
-		if *d < 0 {
-			fmt.Fprintln(stderr, "s3gate gc: durations must not be negative")
+	// The settings' meaning holds here too: 0 is the default (in the
+	// environment, as for serve). On the command line a 0 used to mean
+	// "none", so it is refused rather than silently read otherwise.
+	for _, f := range []struct {
+		name string
+		a    age
+	}{{"gc-grace", grace}, {"grace", oldGrace}, {"stage-grace", stageGrace}, {"upload-expiry", uploadExpiry}} {
+		switch {
+		case f.a.set && f.a.d < 0:
+			fmt.Fprintf(stderr, "s3gate gc: -%s %s: durations must not be negative\n", f.name, f.a.d)
+			return ExitUsage
+		case f.a.set && f.a.d == 0:
+			fmt.Fprintf(stderr, "s3gate gc: -%s 0: give a positive age (0 no longer means none; leave the flag out for the default)\n", f.name)
 			return ExitUsage
 		}
 	}
+	if oldGrace.set && !grace.set {
+		grace = oldGrace
+	}
+	opts := Options{
+		Grace: time.Duration(l.Config.GCGrace), StageGrace: stageGrace.d, UploadExpiry: time.Duration(l.Config.UploadExpiry),
+		Logger: l.Log,
+	}
+	if grace.set {
+		opts.Grace = grace.d
+	}
+	if uploadExpiry.set {
+		opts.UploadExpiry = uploadExpiry.d
+	}
+	if opts.Grace < 0 || opts.UploadExpiry < 0 {
+		fmt.Fprintf(stderr, "s3gate gc: %sGC_GRACE / %sUPLOAD_EXPIRY: durations must not be negative\n", config.Prefix, config.Prefix)
+		return ExitUsage
+	}
+	opts = opts.withDefaults()
 	t, err := OpenTarget(ctx, l.Config)
 	if errors.Is(err, ErrInUse) {
 		fmt.Fprintf(stderr, "s3gate gc: %v; the gateway that serves it runs online GC itself (%sGC_INTERVAL): stop it to collect with s3gate gc\n", err, config.Prefix)
@@ -243,52 +300,214 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		return ExitUsage
 	}
 	defer t.Close()
-	none := func(d time.Duration) time.Duration {
-		if d == 0 {
-			return -1 // Options' "none"
-		}
-		return d
-	}
-	opts := Options{
-		Grace: none(*grace), StageGrace: none(*stageGrace), UploadExpiry: none(*uploadExpiry),
-		Media: t.Media, Logger: l.Log,
-	}
+	opts.Media = t.Media
 	var progress io.Writer = stdout
 	if !IsTerminal(stdout) {
 		progress = stderr // plain progress lines stay out of the report
 	}
+	var st Stats
 	switch {
 	case *dryRun:
 		// A dry run only reads, online or offline: no lease is needed.
-		plan, _, err := Offline(ctx, t.DB, opts, true, nil)
-		if err != nil {
+		if err := dryRunReport(ctx, t.DB, opts, stdout); err != nil {
 			fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
 			return ExitFail
 		}
-		fmt.Fprintln(stdout, "gc: dry run: nothing was deleted; a collection now would reclaim:")
-		WritePlan(stdout, plan)
 		return ExitOK
 	case *offline:
-		_, st, err := Offline(ctx, t.DB, opts, false, progress)
-		WriteStats(stdout, st)
-		if err != nil {
-			fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
-			return ExitFail
-		}
-		return ExitOK
+		_, st, err = Offline(ctx, t.DB, opts, false, progress)
 	default:
-		st, err := RunOnce(ctx, t.DB, t.Media, opts)
-		WriteStats(stdout, st)
-		if errors.Is(err, lease.ErrHeld) {
-			fmt.Fprintln(stderr, "s3gate gc: another instance is collecting now (the gc lease is held); try again later, or use --offline in a maintenance window")
-			return ExitFail
+		var r *Runner
+		if r, err = NewRunner(ctx, t.DB, t.Media, opts); err == nil {
+			r.progress = progress
+			st, err = r.RunOnce(ctx)
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
-			return ExitFail
-		}
-		return ExitOK
 	}
+	switch {
+	case errors.Is(err, lease.ErrHeld):
+		// Nothing ran: no summary.
+		fmt.Fprintln(stderr, "s3gate gc: another instance is collecting now (the gc lease is held); nothing was done: try again later, or use -offline in a maintenance window")
+		return ExitFail
+	case err != nil:
+		fmt.Fprintf(stderr, "s3gate gc: %v\n", err)
+		if st != (Stats{}) {
+			fmt.Fprintln(stdout, "gc: the run failed (see above) after this work:")
+			WriteStats(stdout, st)
+		}
+		return ExitFail
+	}
+	WriteStats(stdout, st)
+	return ExitOK
+}
+
+// dryRunReport prints what a collection with opts would reclaim now, and
+// what is still inside its grace period: a later run collects that once the
+// grace has passed, unless a put in flight or a new reference claims it.
+func dryRunReport(ctx context.Context, db Meta, opts Options, w io.Writer) error {
+	now, err := PlanCollection(ctx, db, opts)
+	if err != nil {
+		return err
+	}
+	all := opts
+	all.Grace, all.StageGrace = -1, -1 // none: everything that waits for a grace
+	later, err := PlanCollection(ctx, db, all)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "gc: dry run: nothing was deleted; a collection now would reclaim:")
+	WritePlan(w, now)
+	fmt.Fprintf(w, "gc: inside the grace period (-gc-grace %s, -stage-grace %s), collected by a later run once it has passed if still unused:\n",
+		opts.Grace, opts.StageGrace)
+	// The two plans are read apart: a put or a delete in between must not
+	// make a count negative.
+	line := func(what string, n, bytes int64) {
+		fmt.Fprintf(w, "  %-24s %10d  %12s\n", what, max(n, 0), FormatBytes(max(bytes, 0)))
+	}
+	line("unreferenced blobs", later.TotalBlobs()-now.TotalBlobs(), later.BlobBytes+later.UploadBlobBytes-now.BlobBytes-now.UploadBlobBytes)
+	line("orphan large objects", later.OrphanLOs-now.OrphanLOs, later.OrphanLOBytes-now.OrphanLOBytes)
+	line("stage files", later.StageFiles-now.StageFiles, later.StageBytes-now.StageBytes)
+	line("blob files without row", later.OrphanFiles-now.OrphanFiles, later.OrphanFileBytes-now.OrphanFileBytes)
+	fmt.Fprintf(w, "  %-24s %10d\n", "abandoned stages", max(later.Stages-now.Stages, 0))
+	fmt.Fprintf(w, "  %-24s %10s  %12s\n", "total", "", FormatBytes(max(later.TotalBytes()-now.TotalBytes(), 0)))
+	return nil
+}
+
+// Help is a command's help page: what it does, how it is called, its own
+// flags, the settings it reads as its own, the other settings it accepts
+// (those of serve) and examples. A command prints it to stdout on -h/--help.
+type Help struct {
+	Usage    string        // after "usage: s3gate ", e.g. "gc [flags] [settings]"
+	Purpose  string        // one line: what the command does
+	About    string        // more paragraphs (optional)
+	Flags    *flag.FlagSet // the command's own flags, in place of settings of the same name (nil: none)
+	Hidden   []string      // own flags not shown (old spellings)
+	Settings []string      // the settings (flags of serve) the command uses, shown with its own flags
+	Groups   []Group       // settings shown under their own headings
+	Shared   bool          // whether every other setting of serve is accepted too
+	Examples []string
+}
+
+// Group is a heading of settings in a Help.
+type Group struct {
+	Title    string
+	Settings []string
+}
+
+// Write prints the help page to w.
+func (h Help) Write(w io.Writer) {
+	fmt.Fprintf(w, "usage: s3gate %s\n\n%s\n", h.Usage, h.Purpose)
+	if h.About != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(h.About))
+	}
+	settings := settingBlocks()
+	shown := map[string]bool{}
+	section := func(title string, entries []string) {
+		if len(entries) > 0 {
+			fmt.Fprintf(w, "\n%s:\n%s", title, strings.Join(entries, ""))
+		}
+	}
+	pick := func(names []string) (entries []string) {
+		for _, name := range names {
+			if t, ok := settings.text[name]; ok && !shown[name] {
+				shown[name] = true
+				entries = append(entries, t)
+			}
+		}
+		return entries
+	}
+	var own []string
+	if h.Flags != nil {
+		var b strings.Builder
+		out := h.Flags.Output()
+		h.Flags.SetOutput(&b)
+		h.Flags.PrintDefaults()
+		h.Flags.SetOutput(out)
+		for name, text := range flagBlocks(b.String()) {
+			shown[name] = true // an own flag takes the place of a setting of its name
+			if !slices.Contains(h.Hidden, name) {
+				own = append(own, text)
+			}
+		}
+	}
+	section("Flags", append(own, pick(h.Settings)...))
+	if len(h.Groups) > 0 || h.Shared {
+		fmt.Fprintf(w, "\nEach setting is also an %s* variable of the same name (-data-dir: %sDATA_DIR); a flag wins.\n",
+			config.Prefix, config.Prefix)
+	}
+	for _, g := range h.Groups {
+		section(g.Title, pick(g.Settings))
+	}
+	if h.Shared {
+		title := "Settings shared with serve"
+		if len(h.Groups) > 0 {
+			title = "Other settings"
+		}
+		section(title, pick(settings.names))
+	}
+	if len(h.Examples) > 0 {
+		fmt.Fprintf(w, "\nExamples:\n")
+		for _, e := range h.Examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
+
+// blocks are the entries of a flag listing by flag name, in order.
+type blocks struct {
+	names []string
+	text  map[string]string
+}
+
+// settingBlocks returns the help entries of serve's settings (config.Load's flags).
+func settingBlocks() blocks {
+	var b strings.Builder
+	_, _ = config.Load([]string{"-h"}, nil, &b) // ErrHelp: the listing is the point
+	names, text := []string{}, map[string]string{}
+	for name, t := range flagBlocks(b.String()) {
+		names = append(names, name)
+		text[name] = t
+	}
+	return blocks{names, text}
+}
+
+// flagBlocks iterates over the entries of a flag.PrintDefaults listing: an
+// entry starts with "  -name" and goes on with indented lines.
+func flagBlocks(listing string) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		var name string
+		var text strings.Builder
+		for _, line := range strings.SplitAfter(listing, "\n") {
+			if rest, ok := strings.CutPrefix(line, "  -"); ok {
+				if name != "" && !yield(name, text.String()) {
+					return
+				}
+				name, _, _ = strings.Cut(strings.TrimSpace(rest), " ")
+				text.Reset()
+			}
+			if name != "" && strings.HasPrefix(line, " ") {
+				text.WriteString(line)
+			}
+		}
+		if name != "" {
+			yield(name, text.String())
+		}
+	}
+}
+
+// IsHelp reports whether a is a request for help (-h, -help, --help).
+func IsHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "--h" }
+
+// WantsHelp reports whether args ask for help before any "--".
+func WantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if IsHelp(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // WritePlan prints a plan as an aligned table.

@@ -116,12 +116,12 @@ func TestEmbeddedSpaceReturns(t *testing.T) {
 		}
 		environ := []string{"S3GATE_DATA_DIR=" + v.media.Dir(), "S3GATE_LOG_LEVEL=error", fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax)}
 		var out, errOut bytes.Buffer
-		if code := command(context.Background(), []string{"--offline", "--dry-run", "--grace=0"}, environ, &out, &errOut); code != ExitOK ||
+		if code := command(context.Background(), []string{"--offline", "--dry-run", "--gc-grace=1ns"}, environ, &out, &errOut); code != ExitOK ||
 			!strings.Contains(strings.Join(strings.Fields(out.String()), " "), fmt.Sprintf("unreferenced blobs %d", blobs)) {
 			t.Fatalf("dry run: exit %d\n%s%s", code, out.String(), errOut.String())
 		}
 		out.Reset()
-		if code := command(context.Background(), []string{"--offline", "--grace=0", "--stage-grace=0"}, environ, &out, &errOut); code != ExitOK ||
+		if code := command(context.Background(), []string{"--offline", "--gc-grace=1ns", "--stage-grace=1ns"}, environ, &out, &errOut); code != ExitOK ||
 			!strings.Contains(out.String(), fmt.Sprintf("reclaimed %d blobs", blobs)) {
 			t.Fatalf("offline gc: exit %d\n%s%s", code, out.String(), errOut.String())
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/fleet"
-	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -258,13 +257,13 @@ func TestCommand(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, base, ExitUsage, nil, []string{"bogus"}, false},
 		{"bad setting", []string{"--offline", "-inline-max", "lots"}, base, ExitUsage, nil, []string{"S3GATE_INLINE_MAX"}, false},
 		{"negative duration", []string{"--grace=-1s"}, base, ExitUsage, nil, []string{"must not be negative"}, false},
-		{"help", []string{"-h"}, base, ExitOK, nil, []string{"--offline", "S3GATE_DATABASE_URL"}, false},
+		{"help", []string{"-h"}, base, ExitOK, []string{"--offline", "S3GATE_DATABASE_URL"}, nil, false},
 		{"young garbage", []string{"--offline", "--dry-run"}, base, ExitOK,
 			[]string{"dry run", "unreferenced blobs 0 0 B"}, nil, false},
-		{"dry run", []string{"--offline", "--dry-run", "--grace", "0", "--stage-grace=0", "--upload-expiry=0"}, base, ExitOK,
+		{"dry run", []string{"--offline", "--dry-run", "--gc-grace", "1ns", "--stage-grace=1ns", "--upload-expiry=1ns"}, base, ExitOK,
 			[]string{"nothing was deleted", "unreferenced blobs 2 3.2 KiB", "their part blobs 1 4.9 KiB",
 				"stage files 1 10 B", "blob files without row 1 26 B"}, nil, false},
-		{"offline", []string{"-offline", "-grace=0", "-stage-grace=0", "-upload-expiry=0"}, base, ExitOK,
+		{"offline", []string{"-offline", "-grace=1ns", "-stage-grace=1ns", "-upload-expiry=1ns"}, base, ExitOK,
 			[]string{"reclaimed 3 blobs", "aborted 1 expired uploads", "1 stage files, 1 blob files without row"}, nil, true},
 	}
 	for _, tc := range tests {
@@ -313,15 +312,7 @@ func TestRunOnceMetrics(t *testing.T) {
 		m.LastSweepUnix.Load() == 0 || m.LeaseLost.Load() != 0 {
 		t.Fatalf("after a run: %+v, metrics %+v", st, &m)
 	}
-	st2, err := lease.NewPGStore(ctx, v.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := lease.Acquire(ctx, st2, lease.Config{Kind: LeaseKind, Holder: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = g.Finish(ctx) }()
+	v.holdLease(t)
 	if _, err := RunOnce(ctx, v.db, nil, opts); err == nil {
 		t.Fatal("RunOnce ran while another holder had the lease")
 	}

@@ -53,7 +53,7 @@ func NewProgress(w io.Writer, label string, total int64, unit string) *Progress 
 
 // Add records n more units done.
 func (p *Progress) Add(n int64) {
-	if p == nil {
+	if p == nil || n == 0 { // nothing new to report
 		return
 	}
 	p.mu.Lock()

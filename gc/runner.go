@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -28,6 +30,10 @@ type Runner struct {
 	opts  Options
 	store lease.Store // nil: no lease
 	fleet fleetWide   // nil: no lease, no sentinel, no pin window
+
+	// progress, if set (`s3gate gc`), is told what a run waits for and
+	// receives its progress (a bar on a terminal, plain lines otherwise).
+	progress io.Writer
 
 	// active, if set (tests), is told when a run starts deleting (+1) and
 	// when it stops (-1).
@@ -87,7 +93,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		case err != nil:
 			log.Error("gc: run failed", "err", err, "blobs", st.BlobsDeleted, "bytes", st.BytesReclaimed)
 		default:
-			log.Info("gc: run done", "blobs", st.BlobsDeleted, "bytes", st.BytesReclaimed,
+			// A run every minute that found nothing is no news.
+			lvl := slog.LevelInfo
+			if st.reclaimedNothing() {
+				lvl = slog.LevelDebug
+			}
+			log.Log(ctx, lvl, "gc: run done", "blobs", st.BlobsDeleted, "bytes", st.BytesReclaimed,
 				"uploads_aborted", st.UploadsAborted, "orphan_los", st.LargeObjectsUnlinked,
 				"stage_files", st.StageFilesRemoved, "stages", st.StagesReaped, "orphan_files", st.BlobFilesRemoved,
 				"skipped_pinned", st.SkippedPinned, "skipped_referenced", st.SkippedReferenced, "skipped_busy", st.SkippedBusy)
@@ -146,6 +157,9 @@ func (r *Runner) RunOnce(ctx context.Context) (st Stats, err error) {
 	}
 	defer closeSentinel()
 	if r.opts.PinWindow > 0 {
+		if r.progress != nil {
+			fmt.Fprintf(r.progress, "gc: waiting out the pin window (%s) before deleting, so that streams whose pins a database crash dropped have stopped\n", r.opts.PinWindow)
+		}
 		select {
 		case <-job.Done():
 			return st, fmt.Errorf("gc: waiting out the pin window: %w", context.Cause(job))
@@ -183,10 +197,24 @@ func (r *Runner) collect(ctx context.Context, opts Options) (Stats, error) {
 		r.active(1)
 		defer r.active(-1)
 	}
-	st, err := collect(ctx, r.db, opts)
+	var plan Plan // the progress bars' totals
+	if r.progress != nil {
+		var err error
+		if plan, err = PlanCollection(ctx, r.db, opts); err != nil {
+			return Stats{}, err
+		}
+	}
+	st, err := run(ctx, r.db, opts.withDefaults(), plan, r.progress)
 	if r.fleet == nil {
 		opts.Metrics.record(st)
 		opts.Metrics.finished(err == nil, time.Now())
 	}
 	return st, err
+}
+
+// reclaimedNothing reports whether a run deleted or removed nothing (it may
+// have skipped blobs: they are retried next time).
+func (s Stats) reclaimedNothing() bool {
+	return s.BlobsDeleted == 0 && s.UploadsAborted == 0 && s.StagesReaped == 0 &&
+		s.LargeObjectsUnlinked == 0 && s.StageFilesRemoved == 0 && s.BlobFilesRemoved == 0
 }

@@ -205,6 +205,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// CancelWork.
 		BaseContext: func(net.Listener) context.Context { return s.work },
 	}
+	var open openRequests // for the drain's log lines
+	hs.ConnState = open.track
 	// Beyond MAX_CONNS a connection is answered 503 SlowDown, not queued.
 	ln = newLimitListener(ln, s.cfg.MaxClientConns, s.cfg.TLSCertFile == "")
 	gcCtx, stopGC := context.WithCancel(ctx)
@@ -231,8 +233,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err == nil {
 		d := time.Duration(s.cfg.DrainTimeout)
 		drain, cancel := context.WithDeadline(context.Background(), end.Add(-d/afterDrainShare))
+		start := time.Now()
+		s.log.Info("drain started: no new connections; waiting for the open requests",
+			"open_requests", open.count(), "drain_timeout", d)
 		if derr := hs.Shutdown(drain); derr != nil {
+			s.log.Warn("drain cut short at the deadline", "open_requests", open.count(), "took", time.Since(start).Round(time.Millisecond))
 			err = errors.Join(fmt.Errorf("drain: %w", derr), hs.Close())
+		} else {
+			s.log.Info("drain done", "open_requests", open.count(), "took", time.Since(start).Round(time.Millisecond))
 		}
 		cancel()
 	}

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"net"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/s3gate/s3gate/config"
@@ -72,4 +75,32 @@ func (s *Server) within(by time.Time, name string, step func() error) {
 		s.log.Error("shutdown step abandoned: not done within "+config.Prefix+"DRAIN_TIMEOUT",
 			"step", name, "drain_timeout", time.Duration(s.cfg.DrainTimeout))
 	}
+}
+
+// openRequests counts the connections with a request in progress (an
+// http.Server's ConnState), for the drain's log lines.
+type openRequests struct {
+	mu     sync.Mutex
+	active map[net.Conn]bool
+}
+
+// track is an http.Server's ConnState.
+func (o *openRequests) track(c net.Conn, state http.ConnState) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if state == http.StateActive {
+		if o.active == nil {
+			o.active = map[net.Conn]bool{}
+		}
+		o.active[c] = true
+		return
+	}
+	delete(o.active, c) // idle, closed or hijacked: no request in progress
+}
+
+// count is the number of requests in progress.
+func (o *openRequests) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.active)
 }

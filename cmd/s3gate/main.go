@@ -6,10 +6,14 @@
 //	s3gate serve       [flags]   serve the S3 API (and metrics/health on -metrics-addr)
 //	s3gate migrate     [flags]   apply the schema migrations and exit
 //	s3gate healthcheck [flags]   exit 0 if the gateway on -metrics-addr is ready, else 1
-//	s3gate version
+//	s3gate admin key ...       manage access keys
+//	s3gate gc          [flags]   reclaim content that nothing references
+//	s3gate fsck        [flags]   check the store, never repair
+//	s3gate version               print the version (also --version)
+//	s3gate help [command]        the list of commands, or a command's help
 //
 // Every flag has an environment variable of the same name with the prefix
-// S3GATE_ (-inline-max is S3GATE_INLINE_MAX); run `s3gate serve -h` for the list.
+// S3GATE_ (-inline-max is S3GATE_INLINE_MAX); run `s3gate help serve` for the list.
 package main
 
 import (
@@ -43,14 +47,30 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: s3gate serve|migrate|admin|gc|fsck|healthcheck|version [flags]")
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
+	case "-h", "-help", "--help":
+		cmd = "help"
+	case "-version", "--version":
+		cmd = "version"
+	}
+	if h, ok := helps[cmd]; ok && gc.WantsHelp(rest) {
+		h.Write(stdout)
+		return 0
+	}
+	switch cmd {
 	case "version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "s3gate version: unexpected argument %q\n", rest[0])
+			return 2
+		}
 		fmt.Fprintln(stdout, "s3gate", version)
 		return 0
+	case "help":
+		return help(rest, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(rest, os.Environ(), stdout, stderr)
 	case "admin", "gc", "fsck":
@@ -61,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}[cmd](ctx, rest, stdout, stderr)
 	case "serve", "migrate":
 	default:
-		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, admin, gc, fsck, healthcheck, version)\n", cmd)
+		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, admin, gc, fsck, healthcheck, version, help); s3gate help lists them\n", cmd)
 		return 2
 	}
 	cfg, err := config.Load(rest, os.Environ(), stderr)
