@@ -68,6 +68,12 @@ type Server struct {
 	stepHook func(step string)
 	// RootKey is the root key pair in use.
 	RootKey RootKey
+	// role is RoleOwner or RoleStandby (s3gate_role).
+	role atomic.Value
+	// started is set when New returns the server: /readyz consults Ready.
+	started atomic.Bool
+	// standbyMetrics serves METRICS_ADDR from the standby's wait on.
+	standbyMetrics *metricsServer
 }
 
 // New opens the engines (migrating the schema) and builds the HTTP handler.
@@ -83,14 +89,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			s.Close()
 		}
 	}()
+	if err := s.newMetrics(); err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL != "" {
 		// Before anything else: a standby touches neither schema nor files.
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
 		}
-	}
-	if s.RootKey, err = LoadRootKey(cfg); err != nil {
-		return nil, fmt.Errorf("root key: %w", err)
 	}
 	if err := s.openRuntime(); err != nil {
 		return nil, err
@@ -106,6 +112,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		s.onClose("close embedded store", eng.Close)
 	} else if err := s.openPG(ctx); err != nil {
 		return nil, err
+	}
+	// After the engines: on PostgreSQL the generated pair is kept in the
+	// database, shared by every instance on it.
+	rks, _ := s.engine.(store.RootKeyStore)
+	if s.RootKey, err = LoadRootKey(ctx, cfg, rks); err != nil {
+		return nil, fmt.Errorf("root key: %w", err)
 	}
 	// Keys are looked up on every request, uncached: a key created or deleted
 	// with `s3gate admin key` takes effect at once.
@@ -126,6 +138,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			return nil, err
 		}
 	}
+	s.started.Store(true)
 	return s, nil
 }
 
