@@ -1,8 +1,8 @@
 // Package admin implements `s3gate admin`: operations on a gateway's metadata
 // store that need no restart. Today that is access-key management:
 //
-//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [config flags]
-//	s3gate admin key list   [config flags]
+//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [config flags]
+//	s3gate admin key list   [-json] [config flags]
 //	s3gate admin key delete ID [config flags]
 //
 // It reads the same configuration as `s3gate serve` (S3GATE_* variables and
@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/pg"
@@ -42,8 +44,8 @@ const (
 )
 
 const usage = `usage:
-  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S]
-  s3gate admin key list
+  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S]
+  s3gate admin key list [-json]
   s3gate admin key delete ID
 Configuration flags and S3GATE_* variables are those of "s3gate serve"
 (-database-url, -data-dir, ...): the command opens the same store.
@@ -53,10 +55,10 @@ Configuration flags and S3GATE_* variables are those of "s3gate serve"
 // the process exit code: 0 on success, 1 when the operation failed, 2 for a
 // bad command line or configuration.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return run(ctx, args, os.Environ(), stdout, stderr)
+	return run(ctx, args, os.Environ(), os.Stdin, stdout, stderr)
 }
 
-func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) < 2 || args[0] != "key" {
 		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprint(stdout, usage)
@@ -69,14 +71,21 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	keyArgs, cfgArgs, pos := splitArgs(args[2:])
 	fs := flag.NewFlagSet("s3gate admin key "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c createOpts
+	var (
+		c        createOpts
+		jsonList bool
+	)
 	switch sub {
 	case "create":
 		fs.StringVar(&c.buckets, "buckets", "", "comma-separated buckets the key may use (default: all)")
 		fs.BoolVar(&c.readOnly, "read-only", false, "allow only reads (Get*, Head*, List*)")
 		fs.StringVar(&c.id, "access-key", "", "access key id (default: generated)")
-		fs.StringVar(&c.secret, "secret", "", "secret access key (default: generated)")
-	case "list", "delete":
+		fs.StringVar(&c.secret, "secret", "", "secret access key (default: generated; visible to other users in ps: prefer -secret-stdin or -secret-file)")
+		fs.BoolVar(&c.secretStdin, "secret-stdin", false, "read the secret access key from standard input (one line)")
+		fs.StringVar(&c.secretFile, "secret-file", "", "read the secret access key from this file (one line)")
+	case "list":
+		fs.BoolVar(&jsonList, "json", false, "print JSON: the root key's id and origin, and every key (never a secret)")
+	case "delete":
 	default:
 		fmt.Fprintf(stderr, "s3gate admin key: unknown command %q\n%s", sub, usage)
 		return exitUsage
@@ -111,6 +120,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	if sub == "create" {
+		if err := c.readSecret(stdin); err != nil {
+			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
+			return exitUsage
+		}
 		if err := c.check(cfg); err != nil {
 			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
 			return exitUsage
@@ -127,12 +140,28 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitFail
 	}
 	defer closeStore()
+	rks, _ := keys.(store.RootKeyStore)
+	root, hasRoot, err := server.FindRootKey(ctx, cfg, rks)
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
+		return exitFail
+	}
+	// A generated root key is refused too, not only one from the
+	// environment: the gateway would never consult the stored key.
+	target := c.id
+	if sub == "delete" {
+		target = pos[0]
+	}
+	if hasRoot && sub != "list" && target == root.AccessKey {
+		fmt.Fprintf(stderr, "s3gate admin key %s: %s is the root key's id (%s), not a key of the store\n", sub, target, root.Origin)
+		return exitUsage
+	}
 
 	switch sub {
 	case "create":
 		err = create(ctx, keys, c, stdout)
 	case "list":
-		err = list(ctx, keys, stdout)
+		err = list(ctx, keys, root, jsonList, stdout)
 	default:
 		err = keys.DeleteKey(ctx, pos[0])
 		if err == nil {
@@ -150,10 +179,11 @@ func isHelp(a string) bool { return a == "help" || isHelpFlag(a) }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "--h" || a == "-help" || a == "--help" }
 
-// keyFlags are the flags of `admin key create`, with whether each is boolean.
-// Every other flag belongs to the configuration (config.Load), whose flags
-// all take a value.
-var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false}
+// keyFlags are the flags of `admin key create` and `list`, with whether each
+// is boolean. Every other flag belongs to the configuration (config.Load),
+// whose flags all take a value.
+var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false,
+	"secret-stdin": true, "secret-file": false, "json": true}
 
 // splitArgs separates the key command's own flags, the configuration flags
 // (shared with serve) and positional arguments, in any order.
@@ -188,11 +218,57 @@ func splitArgs(args []string) (keyArgs, cfgArgs, pos []string) {
 
 // createOpts are the flags of `admin key create`.
 type createOpts struct {
-	buckets  string
-	readOnly bool
-	id       string
-	secret   string
-	list     []string // parsed buckets
+	buckets     string
+	readOnly    bool
+	id          string
+	secret      string
+	secretStdin bool
+	secretFile  string
+	list        []string // parsed buckets
+}
+
+// maxSecretInput bounds what -secret-stdin and -secret-file read: a secret is
+// at most 128 characters.
+const maxSecretInput = 4096
+
+// readSecret fills c.secret from standard input or the -secret-file, without
+// the line's end.
+func (c *createOpts) readSecret(stdin io.Reader) error {
+	given := 0
+	for _, set := range []bool{c.secret != "", c.secretStdin, c.secretFile != ""} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		return errors.New("-secret, -secret-stdin and -secret-file exclude each other")
+	}
+	var (
+		src  = "-secret-stdin"
+		data []byte
+		err  error
+	)
+	switch {
+	case c.secretStdin:
+		data, err = io.ReadAll(io.LimitReader(stdin, maxSecretInput))
+	case c.secretFile != "":
+		src = "-secret-file " + c.secretFile
+		var f *os.File
+		if f, err = os.Open(c.secretFile); err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, maxSecretInput))
+			_ = f.Close() // read-only
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	line, rest, _ := strings.Cut(string(data), "\n")
+	if c.secret = strings.TrimSuffix(line, "\r"); c.secret == "" || strings.TrimSpace(rest) != "" {
+		return fmt.Errorf("%s: want the secret alone on one line", src)
+	}
+	return nil
 }
 
 var (
@@ -276,10 +352,46 @@ func create(ctx context.Context, keys store.KeyStore, c createOpts, out io.Write
 	return nil
 }
 
-func list(ctx context.Context, keys store.KeyStore, out io.Writer) error {
+// listJSON is the output of `admin key list -json`.
+type listJSON struct {
+	// Root is the root key in use, nil when none is configured and the
+	// gateway has not generated one yet.
+	Root *rootJSON `json:"root"`
+	Keys []keyJSON `json:"keys"`
+}
+
+type rootJSON struct {
+	ID     string           `json:"id"`
+	Origin server.KeyOrigin `json:"origin"`
+}
+
+type keyJSON struct {
+	ID string `json:"id"`
+	// Buckets the key may use; empty: every bucket.
+	Buckets  []string  `json:"buckets"`
+	ReadOnly bool      `json:"read_only"`
+	Created  time.Time `json:"created"`
+}
+
+func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON bool, out io.Writer) error {
 	ks, err := keys.ListKeys(ctx)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		l := listJSON{Keys: []keyJSON{}}
+		if root.AccessKey != "" {
+			l.Root = &rootJSON{ID: root.AccessKey, Origin: root.Origin}
+		}
+		for _, k := range ks {
+			l.Keys = append(l.Keys, keyJSON{ID: k.ID, Buckets: append([]string{}, k.Buckets...), ReadOnly: k.ReadOnly, Created: k.Created.UTC()})
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(l); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCESS KEY ID\tACCESS\tBUCKETS\tCREATED")
