@@ -124,14 +124,10 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
 			return exitUsage
 		}
-		if err := c.check(cfg); err != nil {
+		if err := c.check(); err != nil {
 			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
 			return exitUsage
 		}
-	}
-	if sub == "delete" && cfg.RootAccess != "" && pos[0] == cfg.RootAccess {
-		fmt.Fprintln(stderr, "s3gate admin key delete: that is the root key; it comes from the configuration, not the store")
-		return exitUsage
 	}
 
 	keys, closeStore, err := openStore(ctx, cfg)
@@ -146,8 +142,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
 		return exitFail
 	}
-	// A generated root key is refused too, not only one from the
-	// environment: the gateway would never consult the stored key.
+	// The root key, from the environment or generated, is never in the
+	// store: the gateway would not consult a stored key of the same id.
 	target := c.id
 	if sub == "delete" {
 		target = pos[0]
@@ -280,12 +276,9 @@ var (
 	secretPattern = regexp.MustCompile(`^[!-~]{8,128}$`)
 )
 
-func (c *createOpts) check(cfg config.Config) error {
+func (c *createOpts) check() error {
 	if c.id != "" && !keyIDPattern.MatchString(c.id) {
 		return errors.New("-access-key: 3 to 128 characters of A-Z, a-z, 0-9, '.', '_', '-'")
-	}
-	if c.id != "" && c.id == cfg.RootAccess {
-		return errors.New("-access-key: that is the root key's id")
 	}
 	if c.secret != "" && !secretPattern.MatchString(c.secret) {
 		return errors.New("-secret: 8 to 128 printable ASCII characters without spaces")

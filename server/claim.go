@@ -55,7 +55,7 @@ func (s *Server) takeClaim(ctx context.Context) error {
 		s.log.Info("standby: another instance owns this database; waiting to take over")
 		s.role.Store(RoleStandby)
 		if err := s.serveStandbyMetrics(); err != nil {
-			s.log.Error("standby", "err", err)
+			s.log.Error("standby: cannot serve health and metrics", "err", err)
 			return s.noClaim(own, err)
 		}
 		err = own.Claim(ctx, true)

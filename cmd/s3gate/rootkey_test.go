@@ -35,10 +35,7 @@ func TestFleetSharesGeneratedRootKey(t *testing.T) {
 
 	owner, _ := start()
 	owner.waitFor(t, "s3gate serving")
-	banner := regexp.MustCompile(`access key  (\S+)\n\s+secret key  (\S+)\n`).FindStringSubmatch(owner.stdout())
-	if banner == nil || !strings.Contains(owner.stdout(), "kept in the database") {
-		t.Fatalf("the first owner showed no generated root key in the database:\n%s", owner.stdout())
-	}
+	banner := waitOutput(t, owner, `kept in the database[^\n]*\n.*\n\s+access key  (\S+)\n\s+secret key  (\S+)\n`)
 	ak, sk := banner[1], banner[2]
 	if _, err := owner.clientWith(ak, sk).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("shared")}); err != nil {
 		t.Fatalf("the owner with its generated key: %v", err)
@@ -55,6 +52,10 @@ func TestFleetSharesGeneratedRootKey(t *testing.T) {
 			probe(t, sb.metrics+"/healthz", http.StatusOK, "ok")
 			probe(t, sb.metrics+"/readyz", http.StatusServiceUnavailable, "standby")
 			probe(t, sb.metrics+"/metrics", http.StatusOK, `s3gate_role{role="standby"} 1`)
+			var out, errb strings.Builder
+			if code := healthcheck(nil, []string{"S3GATE_METRICS_ADDR=" + strings.TrimPrefix(sb.metrics, "http://")}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "503 standby") {
+				t.Fatalf("healthcheck of a standby: exit %d, %q", code, errb.String())
+			}
 		}
 		if err := owner.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -69,8 +70,9 @@ func TestFleetSharesGeneratedRootKey(t *testing.T) {
 		if _, err := owner.clientWith(ak, sk).HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("shared")}); err != nil {
 			t.Fatalf("the new owner refuses the generated root key: %v; log:\n%s", err, owner.log())
 		}
-		if out := owner.stdout(); strings.Contains(out, sk) || !strings.Contains(out, "root key "+ak+" (secret in the database") {
-			t.Errorf("the new owner's start-up output:\n%s", out)
+		waitOutput(t, owner, regexp.QuoteMeta("root key "+ak+" (secret in the database"))
+		if out := owner.stdout(); strings.Contains(out, sk) {
+			t.Errorf("a new owner showed the secret again:\n%s", out)
 		}
 	}
 	if err := owner.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -79,6 +81,20 @@ func TestFleetSharesGeneratedRootKey(t *testing.T) {
 	if err := <-owner.done; err != nil {
 		t.Fatalf("graceful stop of the last owner: %v; log:\n%s", err, owner.log())
 	}
+}
+
+// waitOutput polls the process's standard output (printed after the
+// "s3gate serving" log line) until it matches re, and returns the submatches.
+func waitOutput(t *testing.T, p *gatewayProc, re string) []string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := rx.FindStringSubmatch(p.stdout()); m != nil {
+			return m
+		}
+	}
+	t.Fatalf("no %q in the output:\n%s", re, p.stdout())
+	return nil
 }
 
 // probe GETs url and fails unless it answers status with a body that holds want.
