@@ -88,8 +88,13 @@ func FindRootKey(ctx context.Context, cfg config.Config, db store.RootKeyStore) 
 		k, err = LoadRootKey(ctx, cfg, db)
 	case db != nil:
 		var sk store.AccessKey
-		if sk, err = db.RootKey(ctx); err == nil {
+		sk, err = db.RootKey(ctx)
+		if err == nil {
 			k = RootKey{AccessKey: sk.ID, SecretKey: sk.Secret, Origin: OriginDatabase}
+		} else if errors.Is(err, store.ErrNoSuchAccessKey) {
+			// The next start moves a pair an earlier version kept in the
+			// data directory into the database.
+			k, err = readKeyFile(filepath.Join(cfg.DataDir, CredentialsFile))
 		}
 	default:
 		k, err = readKeyFile(filepath.Join(cfg.DataDir, CredentialsFile))

@@ -59,9 +59,18 @@ func TestLoadRootKey(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// What admin sees before the start: the pair the start will
+				// use, if one exists already.
+				before, found, err := server.FindRootKey(ctx, cfg, db)
+				if err != nil {
+					t.Fatal(err)
+				}
 				k, err := server.LoadRootKey(ctx, cfg, db)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if found == k.Generated || (found && before.AccessKey != k.AccessKey) {
+					t.Fatalf("FindRootKey before the start: %+v (found %v); the start used %+v", before, found, k)
 				}
 				return k
 			}
