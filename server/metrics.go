@@ -41,9 +41,16 @@ func (s *Server) newMetrics() error {
 	for _, role := range []string{RoleOwner, RoleStandby} {
 		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "role", ConstLabels: prometheus.Labels{"role": role},
-			Help: "1 for the instance's current role: owner (serves) or standby (waits for the writer claim).",
+			Help: "1 for the instance's current role: owner (it holds the database's writer claim, or runs the embedded default) or standby (it waits for the claim); owner turns 0 once the claim is lost and the instance stops.",
 		}, func() float64 {
-			if s.role.Load() == role {
+			if s.started.Load() { // s.claim is set for good by then
+				select {
+				case <-s.lostClaim():
+					return 0
+				default:
+				}
+			}
+			if s.Role() == role {
 				return 1
 			}
 			return 0
