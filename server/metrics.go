@@ -38,28 +38,36 @@ const (
 func (s *Server) newMetrics() error {
 	s.metrics = metrics.New(s.log)
 	s.role.Store(RoleOwner)
-	for _, role := range []string{RoleOwner, RoleStandby} {
-		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Name: "role", ConstLabels: prometheus.Labels{"role": role},
-			Help: "1 for the instance's current role: owner (it holds the database's writer claim, or runs the embedded default) or standby (it waits for the claim); owner turns 0 once the claim is lost and the instance stops.",
-		}, func() float64 {
-			if s.started.Load() { // s.claim is set for good by then
-				select {
-				case <-s.lostClaim():
-					return 0
-				default:
-				}
-			}
-			if s.Role() == role {
-				return 1
-			}
-			return 0
-		})
-		if err := s.metrics.Registry().Register(g); err != nil {
-			return fmt.Errorf("metrics: role: %w", err)
-		}
+	c := roleCollector{s: s, desc: prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "", "role"),
+		"The instance's role, one series: owner (it holds the database's writer claim, or runs the embedded default) or standby (it waits for the claim). The owner series turns 0 once the claim is lost and the instance stops.",
+		[]string{"role"}, nil)}
+	if err := s.metrics.Registry().Register(c); err != nil {
+		return fmt.Errorf("metrics: role: %w", err)
 	}
 	return nil
+}
+
+// roleCollector exports s3gate_role: only the current role's series, so that
+// a standby reports no owner series that an alert would read as a lost claim.
+type roleCollector struct {
+	s    *Server
+	desc *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (c roleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c roleCollector) Collect(ch chan<- prometheus.Metric) {
+	v := 1.0
+	if c.s.started.Load() { // s.claim is set for good by then
+		select {
+		case <-c.s.lostClaim():
+			v = 0
+		default:
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, c.s.Role())
 }
 
 // Role is the instance's current role: RoleOwner or RoleStandby.

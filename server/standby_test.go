@@ -53,8 +53,12 @@ func TestStandbyProbes(t *testing.T) {
 			t.Errorf("standby %s: %d %q, want %d %q", p.path, code, body, p.code, p.body)
 		}
 	}
-	if v := scrapeMetrics(t, base).v("s3gate_role", "role", server.RoleStandby); v != 1 {
+	sc := scrapeMetrics(t, base)
+	if v := sc.v("s3gate_role", "role", server.RoleStandby); v != 1 {
 		t.Errorf("standby: s3gate_role{role=standby} = %v, want 1", v)
+	}
+	if _, ok := sc.value("s3gate_role", "role", server.RoleOwner); ok {
+		t.Error("a standby exports s3gate_role{role=owner}: alerts would read it as a lost claim")
 	}
 	cancel()
 	select {

@@ -52,6 +52,9 @@ func TestFleetSharesGeneratedRootKey(t *testing.T) {
 			probe(t, sb.metrics+"/healthz", http.StatusOK, "ok")
 			probe(t, sb.metrics+"/readyz", http.StatusServiceUnavailable, "standby")
 			probe(t, sb.metrics+"/metrics", http.StatusOK, `s3gate_role{role="standby"} 1`)
+			if _, body := fetch(t, sb.metrics+"/metrics"); strings.Contains(body, `s3gate_role{role="owner"}`) {
+				t.Fatal("a standby exports s3gate_role{role=\"owner\"}")
+			}
 			var out, errb strings.Builder
 			if code := healthcheck(nil, []string{"S3GATE_METRICS_ADDR=" + strings.TrimPrefix(sb.metrics, "http://")}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "503 standby") {
 				t.Fatalf("healthcheck of a standby: exit %d, %q", code, errb.String())
