@@ -97,6 +97,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
 		}
+	} else if s.RootKey, err = LoadRootKey(ctx, cfg, nil); err != nil { // on PostgreSQL, openPG loads it
+		return nil, fmt.Errorf("root key: %w", err)
 	}
 	if err := s.openRuntime(); err != nil {
 		return nil, err
@@ -112,12 +114,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		s.onClose("close embedded store", eng.Close)
 	} else if err := s.openPG(ctx); err != nil {
 		return nil, err
-	}
-	// After the engines: on PostgreSQL the generated pair is kept in the
-	// database, shared by every instance on it.
-	rks, _ := s.engine.(store.RootKeyStore)
-	if s.RootKey, err = LoadRootKey(ctx, cfg, rks); err != nil {
-		return nil, fmt.Errorf("root key: %w", err)
 	}
 	// Keys are looked up on every request, uncached: a key created or deleted
 	// with `s3gate admin key` takes effect at once.
@@ -176,6 +172,10 @@ func (s *Server) openPG(ctx context.Context) error {
 	}
 	s.engine, s.media = eng, media
 	s.onClose("close database pool", func() error { eng.Close(); return nil })
+	// The generated pair is kept in the database, shared by every instance.
+	if s.RootKey, err = LoadRootKey(ctx, cfg, eng); err != nil {
+		return fmt.Errorf("root key: %w", err)
+	}
 	return nil
 }
 
