@@ -1,8 +1,8 @@
 // Package admin implements `s3gate admin`: operations on a gateway's metadata
 // store that need no restart. Today that is access-key management:
 //
-//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [settings]
-//	s3gate admin key list   [settings]
+//	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
+//	s3gate admin key list   [-json] [settings]
 //	s3gate admin key delete ID [settings]
 //
 // It reads the same configuration as `s3gate serve` (S3GATE_* variables and
@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/pg"
@@ -47,8 +49,8 @@ const usage = `usage: s3gate admin key create|list|delete [flags] [settings]
 Manages the access keys in the gateway's store; changes apply at once, without a restart.
 
 Commands:
-  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [settings]
-  s3gate admin key list   [settings]
+  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
+  s3gate admin key list   [-json] [settings]
   s3gate admin key delete ID [settings]
 
 Settings and S3GATE_* variables are those of "s3gate serve" (-database-url, -data-dir, ...):
@@ -65,14 +67,14 @@ func keyHelp(sub string, fs *flag.FlagSet) gc.Help {
 	h := gc.Help{Flags: fs, Settings: []string{"database-url", "data-dir"}, Shared: true}
 	switch sub {
 	case "create":
-		h.Usage = "admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret S] [settings]"
+		h.Usage = "admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]"
 		h.Purpose = "Creates an access key (id and secret generated unless given) and prints it; a generated secret is shown only this once."
 		h.Examples = []string{
 			"s3gate admin key create -buckets photos,backups -read-only",
 			"s3gate admin key create -access-key CI-UPLOADER -data-dir /var/lib/s3gate",
 		}
 	case "list":
-		h.Usage = "admin key list [settings]"
+		h.Usage = "admin key list [-json] [settings]"
 		h.Purpose = "Lists the access keys in the store (never their secrets)."
 		h.Examples = []string{"s3gate admin key list", "S3GATE_DATABASE_URL=postgres://... s3gate admin key list"}
 	case "delete":
@@ -87,10 +89,10 @@ func keyHelp(sub string, fs *flag.FlagSet) gc.Help {
 // the process exit code: 0 on success, 1 when the operation failed, 2 for a
 // bad command line or configuration. Help goes to stdout.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return run(ctx, args, os.Environ(), stdout, stderr)
+	return run(ctx, args, os.Environ(), os.Stdin, stdout, stderr)
 }
 
-func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) > 0 && isHelp(args[0]), len(args) > 1 && args[0] == "key" && isHelp(args[1]):
 		fmt.Fprint(stdout, usage)
@@ -106,14 +108,21 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	keyArgs, cfgArgs, pos := splitArgs(args[2:])
 	fs := flag.NewFlagSet("s3gate admin key "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c createOpts
+	var (
+		c        createOpts
+		jsonList bool
+	)
 	switch sub {
 	case "create":
 		fs.StringVar(&c.buckets, "buckets", "", "comma-separated buckets the key may use (default: all)")
 		fs.BoolVar(&c.readOnly, "read-only", false, "allow only reads (Get*, Head*, List*)")
 		fs.StringVar(&c.id, "access-key", "", "access key id (default: generated)")
-		fs.StringVar(&c.secret, "secret", "", "secret access key (default: generated)")
-	case "list", "delete":
+		fs.StringVar(&c.secret, "secret", "", "secret access key (default: generated; visible to other users in ps: prefer -secret-stdin or -secret-file)")
+		fs.BoolVar(&c.secretStdin, "secret-stdin", false, "read the secret access key from standard input (one line)")
+		fs.StringVar(&c.secretFile, "secret-file", "", "read the secret access key from this file (one line)")
+	case "list":
+		fs.BoolVar(&jsonList, "json", false, "print JSON: the root key's id and origin, and every key (never a secret)")
+	case "delete":
 	default:
 		fmt.Fprintf(stderr, "s3gate admin key: unknown command %q\n%s", sub, usage)
 		return exitUsage
@@ -145,14 +154,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	if sub == "create" {
-		if err := c.check(cfg); err != nil {
+		if err := c.readSecret(stdin); err != nil {
 			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
 			return exitUsage
 		}
-	}
-	if sub == "delete" && cfg.RootAccess != "" && pos[0] == cfg.RootAccess {
-		fmt.Fprintln(stderr, "s3gate admin key delete: that is the root key; it comes from the configuration, not the store")
-		return exitUsage
+		if err := c.check(); err != nil {
+			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
+			return exitUsage
+		}
 	}
 
 	keys, closeStore, err := openStore(ctx, cfg)
@@ -161,12 +170,28 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitFail
 	}
 	defer closeStore()
+	rks, _ := keys.(store.RootKeyStore)
+	root, hasRoot, err := server.FindRootKey(ctx, cfg, rks)
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
+		return exitFail
+	}
+	// The root key, from the environment or generated, is never in the
+	// store: the gateway would not consult a stored key of the same id.
+	target := c.id
+	if sub == "delete" {
+		target = pos[0]
+	}
+	if hasRoot && sub != "list" && target == root.AccessKey {
+		fmt.Fprintf(stderr, "s3gate admin key %s: %s is the root key's id (%s), not a key of the store\n", sub, target, root.Origin)
+		return exitUsage
+	}
 
 	switch sub {
 	case "create":
 		err = create(ctx, keys, c, stdout)
 	case "list":
-		err = list(ctx, keys, stdout)
+		err = list(ctx, keys, root, jsonList, stdout)
 	default:
 		err = keys.DeleteKey(ctx, pos[0])
 		if err == nil {
@@ -184,10 +209,11 @@ func isHelp(a string) bool { return a == "help" || isHelpFlag(a) }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "--h" || a == "-help" || a == "--help" }
 
-// keyFlags are the flags of `admin key create`, with whether each is boolean.
-// Every other flag belongs to the configuration (config.Load), whose flags
-// all take a value.
-var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false}
+// keyFlags are the flags of `admin key create` and `list`, with whether each
+// is boolean. Every other flag belongs to the configuration (config.Load),
+// whose flags all take a value.
+var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false,
+	"secret-stdin": true, "secret-file": false, "json": true}
 
 // splitArgs separates the key command's own flags, the configuration flags
 // (shared with serve) and positional arguments, in any order.
@@ -222,11 +248,57 @@ func splitArgs(args []string) (keyArgs, cfgArgs, pos []string) {
 
 // createOpts are the flags of `admin key create`.
 type createOpts struct {
-	buckets  string
-	readOnly bool
-	id       string
-	secret   string
-	list     []string // parsed buckets
+	buckets     string
+	readOnly    bool
+	id          string
+	secret      string
+	secretStdin bool
+	secretFile  string
+	list        []string // parsed buckets
+}
+
+// maxSecretInput bounds what -secret-stdin and -secret-file read: a secret is
+// at most 128 characters.
+const maxSecretInput = 4096
+
+// readSecret fills c.secret from standard input or the -secret-file, without
+// the line's end.
+func (c *createOpts) readSecret(stdin io.Reader) error {
+	given := 0
+	for _, set := range []bool{c.secret != "", c.secretStdin, c.secretFile != ""} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		return errors.New("-secret, -secret-stdin and -secret-file exclude each other")
+	}
+	var (
+		src  = "-secret-stdin"
+		data []byte
+		err  error
+	)
+	switch {
+	case c.secretStdin:
+		data, err = io.ReadAll(io.LimitReader(stdin, maxSecretInput))
+	case c.secretFile != "":
+		src = "-secret-file " + c.secretFile
+		var f *os.File
+		if f, err = os.Open(c.secretFile); err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, maxSecretInput))
+			_ = f.Close() // read-only
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	line, rest, _ := strings.Cut(string(data), "\n")
+	if c.secret = strings.TrimSuffix(line, "\r"); c.secret == "" || strings.TrimSpace(rest) != "" {
+		return fmt.Errorf("%s: want the secret alone on one line", src)
+	}
+	return nil
 }
 
 var (
@@ -238,12 +310,9 @@ var (
 	secretPattern = regexp.MustCompile(`^[!-~]{8,128}$`)
 )
 
-func (c *createOpts) check(cfg config.Config) error {
+func (c *createOpts) check() error {
 	if c.id != "" && !keyIDPattern.MatchString(c.id) {
 		return errors.New("-access-key: 3 to 128 characters of A-Z, a-z, 0-9, '.', '_', '-'")
-	}
-	if c.id != "" && c.id == cfg.RootAccess {
-		return errors.New("-access-key: that is the root key's id")
 	}
 	if c.secret != "" && !secretPattern.MatchString(c.secret) {
 		return errors.New("-secret: 8 to 128 printable ASCII characters without spaces")
@@ -310,10 +379,46 @@ func create(ctx context.Context, keys store.KeyStore, c createOpts, out io.Write
 	return nil
 }
 
-func list(ctx context.Context, keys store.KeyStore, out io.Writer) error {
+// listJSON is the output of `admin key list -json`.
+type listJSON struct {
+	// Root is the root key in use, nil when none is configured and the
+	// gateway has not generated one yet.
+	Root *rootJSON `json:"root"`
+	Keys []keyJSON `json:"keys"`
+}
+
+type rootJSON struct {
+	ID     string           `json:"id"`
+	Origin server.KeyOrigin `json:"origin"`
+}
+
+type keyJSON struct {
+	ID string `json:"id"`
+	// Buckets the key may use; empty: every bucket.
+	Buckets  []string  `json:"buckets"`
+	ReadOnly bool      `json:"read_only"`
+	Created  time.Time `json:"created"`
+}
+
+func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON bool, out io.Writer) error {
 	ks, err := keys.ListKeys(ctx)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		l := listJSON{Keys: []keyJSON{}}
+		if root.AccessKey != "" {
+			l.Root = &rootJSON{ID: root.AccessKey, Origin: root.Origin}
+		}
+		for _, k := range ks {
+			l.Keys = append(l.Keys, keyJSON{ID: k.ID, Buckets: append([]string{}, k.Buckets...), ReadOnly: k.ReadOnly, Created: k.Created.UTC()})
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(l); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCESS KEY ID\tACCESS\tBUCKETS\tCREATED")

@@ -15,8 +15,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // runAdmin runs the command with a clean environment plus env.
 func runAdmin(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runAdminStdin(t, env, "", args...)
+}
+
+// runAdminStdin is runAdmin with stdin as the command's standard input.
+func runAdminStdin(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, env, &out, &errb)
+	code = run(context.Background(), args, env, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -53,6 +53,11 @@ func (s *Server) takeClaim(ctx context.Context) error {
 			return s.noClaim(own, err)
 		}
 		s.log.Info("standby: another instance owns this database; waiting to take over")
+		s.role.Store(RoleStandby)
+		if err := s.serveStandbyMetrics(); err != nil {
+			s.log.Error("standby: cannot serve health and metrics", "err", err)
+			return s.noClaim(own, err)
+		}
 		err = own.Claim(ctx, true)
 	}
 	if err != nil {
@@ -61,6 +66,7 @@ func (s *Server) takeClaim(ctx context.Context) error {
 		}
 		return s.noClaim(own, err)
 	}
+	s.role.Store(RoleOwner)
 	s.log.Info("owner of the database", "backend_pid", own.BackendPID())
 	c := &claim{own: own, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	s.claim = c

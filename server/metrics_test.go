@@ -217,3 +217,20 @@ func TestReadyzFollowsStorage(t *testing.T) {
 		t.Fatalf("/readyz after the stage directory returned: %d %q", code, body)
 	}
 }
+
+// TestRoleMetric: a serving instance reports the owner role, on the embedded
+// default and on PostgreSQL (a standby's role is asserted with real processes
+// in cmd/s3gate).
+func TestRoleMetric(t *testing.T) {
+	for _, engine := range []string{testgw.Embedded, config.EnginePGChunks} {
+		t.Run(engine, func(t *testing.T) {
+			gw := testgw.Start(t, testgw.Options{Engine: engine})
+			s := scrapeMetrics(t, gw.MetricsURL)
+			owner, ok1 := s.value("s3gate_role", "role", server.RoleOwner)
+			_, ok2 := s.value("s3gate_role", "role", server.RoleStandby)
+			if !ok1 || owner != 1 || ok2 {
+				t.Fatalf("s3gate_role: owner %v (present %v), standby present %v; want owner 1 alone", owner, ok1, ok2)
+			}
+		})
+	}
+}

@@ -68,6 +68,12 @@ type Server struct {
 	stepHook func(step string)
 	// RootKey is the root key pair in use.
 	RootKey RootKey
+	// role is RoleOwner or RoleStandby (s3gate_role).
+	role atomic.Value
+	// started is set when New returns the server: /readyz consults Ready.
+	started atomic.Bool
+	// standbyMetrics serves METRICS_ADDR from the standby's wait on.
+	standbyMetrics *metricsServer
 }
 
 // New opens the engines (migrating the schema) and builds the HTTP handler.
@@ -86,13 +92,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			}
 		}
 	}()
+	if err := s.newMetrics(); err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL != "" {
 		// Before anything else: a standby touches neither schema nor files.
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
 		}
-	}
-	if s.RootKey, err = LoadRootKey(cfg); err != nil {
+	} else if s.RootKey, err = LoadRootKey(ctx, cfg, nil); err != nil { // on PostgreSQL, openPG loads it
 		return nil, fmt.Errorf("root key: %w", err)
 	}
 	if err := s.openRuntime(); err != nil {
@@ -129,6 +137,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 			return nil, err
 		}
 	}
+	s.started.Store(true)
 	return s, nil
 }
 
@@ -166,6 +175,10 @@ func (s *Server) openPG(ctx context.Context) error {
 	}
 	s.engine, s.media = eng, media
 	s.onClose("close database pool", func() error { eng.Close(); return nil })
+	// The generated pair is kept in the database, shared by every instance.
+	if s.RootKey, err = LoadRootKey(ctx, cfg, eng); err != nil {
+		return fmt.Errorf("root key: %w", err)
+	}
 	return nil
 }
 

@@ -341,6 +341,20 @@ type KeyStore interface {
 	DeleteKey(ctx context.Context, id string) error
 }
 
+// RootKeyStore keeps the generated root key pair in the metadata store, so
+// that every instance on one database accepts the same root key. The
+// PostgreSQL engine implements it; the embedded default keeps its generated
+// pair in a file of its data directory instead (one process per directory).
+type RootKeyStore interface {
+	// CreateRootKey stores k (ID and Secret) as the root key unless one is
+	// stored already, and returns the stored one; created reports whether it
+	// is k. Concurrent callers all get the same key, and exactly one of them
+	// created = true.
+	CreateRootKey(ctx context.Context, k AccessKey) (stored AccessKey, created bool, err error)
+	// RootKey returns the stored root key, or ErrNoSuchAccessKey if none is.
+	RootKey(ctx context.Context) (AccessKey, error)
+}
+
 // TierStats counts the blobs of one content tier and their bytes.
 type TierStats struct {
 	Blobs int64

@@ -175,7 +175,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	metricsURL := "off"
 	var mln net.Listener
 	if cfg.MetricsAddr != "" {
-		mln, err = net.Listen("tcp", cfg.MetricsAddr)
+		// A standby has served it since it began to wait.
+		if mln = srv.MetricsListener(); mln == nil {
+			mln, err = net.Listen("tcp", cfg.MetricsAddr)
+		}
 		if err != nil {
 			_ = ln.Close() // the listen error is the one to report
 			log.Error("listen failed", "setting", config.Prefix+"METRICS_ADDR", "err", err)
@@ -225,8 +228,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 // printKey shows a freshly generated root key pair once, with a line to paste.
 func printKey(w io.Writer, k server.RootKey, endpoint, region string) {
 	if !k.Generated {
-		if k.File != "" {
-			fmt.Fprintf(w, "s3gate: endpoint %s, root key %s (secret in %s)\n", endpoint, k.AccessKey, k.File)
+		if k.Kept() != "" {
+			fmt.Fprintf(w, "s3gate: endpoint %s, root key %s (secret in %s)\n", endpoint, k.AccessKey, k.Kept())
 		}
 		return
 	}
@@ -235,7 +238,7 @@ func printKey(w io.Writer, k server.RootKey, endpoint, region string) {
   access key  %s
   secret key  %s
   try:  AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --region %s --endpoint-url %s s3 ls
-`, k.File, endpoint, k.AccessKey, k.SecretKey, k.AccessKey, k.SecretKey, region, endpoint)
+`, k.Kept(), endpoint, k.AccessKey, k.SecretKey, k.AccessKey, k.SecretKey, region, endpoint)
 }
 
 // signalContext is cancelled by the first SIGINT/SIGTERM (graceful drain); a

@@ -33,7 +33,8 @@ type gatewayProc struct {
 	addr string
 	mu   sync.Mutex
 	msgs []string
-	seen chan string // every log message, as it arrives
+	out  bytes.Buffer // stdout, under mu
+	seen chan string  // every log message, as it arrives
 	done chan error
 }
 
@@ -66,6 +67,7 @@ func startProc(t *testing.T, bin, dsn string, extra ...string) *gatewayProc {
 		"S3GATE_ROOT_ACCESS_KEY=standbykey", "S3GATE_ROOT_SECRET_KEY=standby-secret-key",
 		"S3GATE_DATA_DIR="+t.TempDir(), "S3GATE_LOG_FORMAT=json", "S3GATE_DRAIN_TIMEOUT=5s")
 	p.cmd.Env = append(p.cmd.Env, extra...)
+	p.cmd.Stdout = lockedWriter{&p.mu, &p.out}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -123,13 +125,34 @@ func (p *gatewayProc) log() string {
 	return strings.Join(p.msgs, "\n")
 }
 
-func (p *gatewayProc) client() *s3.Client {
+func (p *gatewayProc) client() *s3.Client { return p.clientWith("standbykey", "standby-secret-key") }
+
+func (p *gatewayProc) clientWith(ak, sk string) *s3.Client {
 	return s3.New(s3.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String("http://" + p.addr),
 		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider("standbykey", "standby-secret-key", ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(ak, sk, ""),
 	})
+}
+
+// stdout is what the process printed on its standard output so far.
+func (p *gatewayProc) stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// lockedWriter writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // TestStandbyTakesOver: a second gateway on the same database waits as a

@@ -97,3 +97,39 @@ func scanKey(row pgx.CollectableRow) (store.AccessKey, error) {
 	k.Created = created.UTC()
 	return k, nil
 }
+
+// The generated root key (store.RootKeyStore): one row of root_key.
+
+var _ store.RootKeyStore = (*Engine)(nil)
+
+// CreateRootKey implements store.RootKeyStore. The insert and the read are two
+// autocommit statements: a concurrent insert waits on the primary key for the
+// first one's commit and then does nothing, so the read sees the one row.
+func (e *Engine) CreateRootKey(ctx context.Context, k store.AccessKey) (store.AccessKey, bool, error) {
+	tag, err := e.pool.Exec(ctx, `INSERT INTO root_key (id, secret) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.ID, k.Secret)
+	if err != nil {
+		return store.AccessKey{}, false, fmt.Errorf("create root key: %w", mapErr(err))
+	}
+	stored, err := e.RootKey(ctx)
+	if err != nil {
+		return store.AccessKey{}, false, err
+	}
+	return stored, tag.RowsAffected() == 1, nil
+}
+
+// RootKey implements store.RootKeyStore.
+func (e *Engine) RootKey(ctx context.Context) (store.AccessKey, error) {
+	var (
+		k       store.AccessKey
+		created time.Time
+	)
+	err := e.pool.QueryRow(ctx, `SELECT id, secret, created_at FROM root_key`).Scan(&k.ID, &k.Secret, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.AccessKey{}, fmt.Errorf("root key: %w", store.ErrNoSuchAccessKey)
+	}
+	if err != nil {
+		return store.AccessKey{}, fmt.Errorf("root key: %w", mapErr(err))
+	}
+	k.Created = created.UTC()
+	return k, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +133,59 @@ func keyIDs(keys []store.AccessKey) []string {
 		ids = append(ids, k.ID)
 	}
 	return ids
+}
+
+// TestRootKeyCreatedOnce: instances starting together on one database, each
+// with its own pool and its own candidate pair, all end with the same stored
+// root key, and exactly one of them created it.
+func TestRootKeyCreatedOnce(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	const n = 8
+	engines := make([]*Engine, n)
+	for i := range engines {
+		engines[i] = openKeys(t, dsn)
+	}
+	if _, err := engines[0].RootKey(ctx); !errors.Is(err, store.ErrNoSuchAccessKey) {
+		t.Fatalf("RootKey before any was created: %v, want ErrNoSuchAccessKey", err)
+	}
+	type result struct {
+		k       store.AccessKey
+		created bool
+		err     error
+	}
+	start := make(chan struct{})
+	results := make(chan result, n)
+	for i, e := range engines {
+		go func() {
+			<-start
+			k, created, err := e.CreateRootKey(ctx, store.AccessKey{ID: fmt.Sprintf("ROOT%d", i), Secret: fmt.Sprintf("secret-%d", i)})
+			results <- result{k, created, err}
+		}()
+	}
+	close(start)
+	var creators int
+	var first store.AccessKey
+	for i := range n {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("CreateRootKey: %v", r.err)
+		}
+		if r.created {
+			creators++
+		}
+		if i == 0 {
+			first = r.k
+		}
+		if r.k.ID != first.ID || r.k.Secret != first.Secret || r.k.Secret != "secret-"+strings.TrimPrefix(r.k.ID, "ROOT") {
+			t.Fatalf("instances got different root keys: %+v and %+v", first, r.k)
+		}
+	}
+	if creators != 1 {
+		t.Fatalf("%d instances report creating the root key, want 1", creators)
+	}
+	got, err := engines[0].RootKey(ctx)
+	if err != nil || got.ID != first.ID || got.Created.IsZero() {
+		t.Fatalf("RootKey = %+v, %v; want %s with a creation time", got, err, first.ID)
+	}
 }
