@@ -33,7 +33,7 @@ const (
 type Config struct {
 	Addr                string   `env:"ADDR" envDefault:"127.0.0.1:9000" help:"listen address"`
 	DatabaseURL         string   `env:"DATABASE_URL" help:"PostgreSQL URL (postgres://...); empty: the embedded default (metadata in DATA_DIR/meta.db)"`
-	RootAccess          string   `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once into DATA_DIR/root-credentials)"`
+	RootAccess          string   `env:"ROOT_ACCESS_KEY" help:"root access key id (empty: generated once, into the database on PostgreSQL, into DATA_DIR/root-credentials on the embedded default)"`
 	RootSecret          string   `env:"ROOT_SECRET_KEY" help:"root secret access key"`
 	Region              string   `env:"REGION" envDefault:"us-east-1" help:"region the gateway answers for"`
 	Domain              string   `env:"DOMAIN" help:"base domain for virtual-host-style addressing (bucket.DOMAIN)"`
