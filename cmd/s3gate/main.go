@@ -163,7 +163,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return 1
 	}
 	if err != nil {
-		log.Error("start-up failed", "err", server.Flatten(err))
+		log.Error("start-up failed: " + server.Flatten(err))
 		return 1
 	}
 	defer srv.Close()

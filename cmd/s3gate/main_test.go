@@ -81,15 +81,15 @@ func TestHealthcheck(t *testing.T) {
 // startServe runs `serve` on the embedded default with the S3 listener on a
 // free port and returns the metrics address from its "s3gate serving" log
 // line, a stop function and serve's exit code.
-func startServe(t *testing.T, metricsAddr string) (metrics string, stop func() int) {
+func startServe(t *testing.T, metricsAddr string, environ ...string) (metrics string, stop func() int) {
 	t.Helper()
-	cfg, err := config.Load(nil, []string{
+	cfg, err := config.Load(nil, append([]string{
 		"S3GATE_ADDR=127.0.0.1:0",
 		"S3GATE_METRICS_ADDR=" + metricsAddr,
 		"S3GATE_DATA_DIR=" + t.TempDir(),
 		"S3GATE_LOG_FORMAT=json",
 		"S3GATE_DRAIN_TIMEOUT=5s",
-	}, io.Discard)
+	}, environ...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,3 +175,22 @@ func TestServeShowsGeneratedKeyOnFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestSecondServeOnOneDataDir: a second serve on the data directory of a
+// running one exits 1 with one line naming the directory, before serving;
+// the first keeps serving and stops cleanly.
+func TestSecondServeOnOneDataDir(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := startServe(t, "off", "S3GATE_DATA_DIR="+dir)
+	r := runServe(t, "S3GATE_DATA_DIR="+dir)
+	if code := stop(); code != 0 {
+		t.Errorf("the first serve exited %d", code)
+	}
+	if r.code != 1 || r.logged("s3gate serving") {
+		t.Fatalf("second serve: exit %d, log %q; want exit 1 before serving", r.code, r.msgs)
+	}
+	last := r.msgs[len(r.msgs)-1]
+	if !strings.Contains(last, dir) || !strings.Contains(last, "in use") || strings.ContainsAny(last, "\n\t") {
+		t.Errorf("last log line %q: want one line naming %s in use", last, dir)
+	}
+}
