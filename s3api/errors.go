@@ -236,7 +236,7 @@ func (a *api) writeError(rq *request, err error) {
 	}
 	h.Set("Content-Type", "application/xml")
 	h.Del("Content-Length")
-	if rq.bodyLeftUnread() {
+	if rq.bodyLeftUnread() && closeable(rq.r) {
 		// An error answered before the body was read (a database outage, a
 		// refused header): net/http does not always close such a connection
 		// (seen after a 503 on a 2 MiB PUT), and the next request on it

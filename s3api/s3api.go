@@ -140,7 +140,7 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 // its body reader.
 func closeOnEmptyExpect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		if !closeable(r) || !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -155,6 +155,14 @@ func closeOnEmptyExpect(next http.Handler) http.Handler {
 		next.ServeHTTP(&closeUnlessRead{ResponseWriter: w, body: body}, r2)
 	})
 }
+
+// closeable reports whether an answer may ask to close the connection. Only
+// HTTP/1.x needs it, where the rest of an unread body would be parsed as the
+// next request. On HTTP/2 an unread body ends with its own stream, and
+// "Connection: close" would make net/http send a graceful GOAWAY that ends
+// the connection's other streams too: requests whose bodies a client already
+// sent on it then fail without a retry.
+func closeable(r *http.Request) bool { return r.ProtoMajor == 1 }
 
 // eofReader records whether its reader reached EOF. Its Close does not
 // close the request body: closing an unread body makes net/http drain it
