@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -90,7 +91,9 @@ func TestStageOpenDrop(t *testing.T) {
 		}
 		spans := []struct{ off, n int64 }{{0, int64(len(d))}}
 		if len(d) == size {
-			spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2}, struct{ off, n int64 }{int64(size) - 1, 1})
+			spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2}, struct{ off, n int64 }{int64(size) - 1, 1},
+				// whole rows sliced at both ends
+				struct{ off, n int64 }{content.ChunkSize / 2, content.ChunkSize})
 		}
 		for _, s := range spans {
 			rd, err := e.Open(ctx, p, id, 0, s.off, s.n)
@@ -161,6 +164,75 @@ func TestStageLost(t *testing.T) {
 	var rows int
 	if err := p.QueryRow(ctx, `SELECT count(*) FROM blob_chunks WHERE blob_id = 7`).Scan(&rows); err != nil || rows != 0 {
 		t.Errorf("chunk rows left: %d (%v)", rows, err)
+	}
+}
+
+// TestReadAhead checks the read-ahead's bounds: a reader that stalls holds
+// no connection while it waits (its fetches are short statements), Close
+// mid-stream returns every connection, and a blob deleted under the
+// read-ahead ends the stream with an error after a prefix of its bytes, never
+// with other bytes.
+func TestReadAhead(t *testing.T) {
+	p := pool(t)
+	ctx := context.Background()
+	e := pgchunks.New()
+	data := randBytes(5, 6*content.ChunkSize+77)
+	idle := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for p.Stat().AcquiredConns() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d connections still acquired", what, p.Stat().AcquiredConns())
+			}
+			time.Sleep(time.Millisecond) // polls the pool's state
+		}
+	}
+	tests := []struct {
+		name  string
+		after func(t *testing.T, id int64, rd io.ReadCloser, first []byte)
+	}{
+		{name: "stalled reader holds no connection", after: func(t *testing.T, _ int64, rd io.ReadCloser, first []byte) {
+			idle("stalled reader")
+			rest, err := io.ReadAll(rd)
+			if err != nil || !bytes.Equal(append(first, rest...), data) {
+				t.Fatalf("read after stall: %d bytes, %v", len(first)+len(rest), err)
+			}
+		}},
+		{name: "close mid-stream", after: func(t *testing.T, _ int64, rd io.ReadCloser, _ []byte) {
+			if err := rd.Close(); err != nil {
+				t.Fatal(err)
+			}
+			idle("closed reader")
+			if _, err := rd.Read(make([]byte, 1)); err == nil {
+				t.Error("read after close succeeded")
+			}
+		}},
+		{name: "deleted under read-ahead", after: func(t *testing.T, id int64, rd io.ReadCloser, first []byte) {
+			unstage(t, p, id)
+			rest, err := io.ReadAll(rd)
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("read of a deleted blob: %d bytes, err %v, want ErrUnexpectedEOF", len(rest), err)
+			}
+			if got := append(first, rest...); !bytes.Equal(got, data[:len(got)]) {
+				t.Fatalf("read of a deleted blob returned other bytes than its content")
+			}
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := int64(i + 1)
+			write(t, p, id, data)
+			rd, err := e.Open(ctx, p, id, 0, 0, int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close() //nolint:errcheck // closed again after the case
+			first := make([]byte, 1000)
+			if _, err := io.ReadFull(rd, first); err != nil {
+				t.Fatal(err)
+			}
+			tc.after(t, id, rd, first)
+		})
 	}
 }
 

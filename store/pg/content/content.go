@@ -66,8 +66,10 @@ type Engine interface {
 	// turned out to exist already (deduplication).
 	Drop(ctx context.Context, tx pgx.Tx, blobID, ref int64) error
 	// Open returns a reader of n bytes of the content starting at off. It reads
-	// through q lazily, one chunk per statement, and never buffers more than a
-	// chunk.
+	// through q lazily, at most one chunk per short statement, never waits on
+	// its reader while holding a connection, and buffers a bounded number of
+	// chunks (the engine states how many). Close may wait for statements in
+	// flight.
 	Open(ctx context.Context, q Querier, blobID, ref, off, n int64) (io.ReadCloser, error)
 }
 
