@@ -245,14 +245,6 @@ func sha256Hex(data string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// signingKey derives the SigV4 signing key for one day, region and s3.
-func signingKey(secret, date, region string) []byte {
-	k := hmacSHA256([]byte("AWS4"+secret), date)
-	k = hmacSHA256(k, region)
-	k = hmacSHA256(k, scopeService)
-	return hmacSHA256(k, scopeTerm)
-}
-
 // credential is a parsed "AK/date/region/service/aws4_request".
 type credential struct {
 	accessKey, date, region, service string
@@ -487,7 +479,7 @@ func (v *Verifier) verifyV4Header(r *http.Request, authz string) (*Result, error
 		return nil, aerr
 	}
 	amzDate := t.Format(iso8601Format)
-	key := signingKey(secret, h.cred.date, h.cred.region)
+	key := v.keys.get(secret, h.cred.date, h.cred.region, h.cred.service)
 	want, creq, sts := v4Signature(key, amzDate, h.cred.scope(), r, parseRawQuery(r.URL.RawQuery).canonical(""), h.signedHeaders, payload)
 	if !sigEqual(want, h.signature) {
 		return nil, errSignatureDetails(h.cred.accessKey, sts, h.signature, creq)
@@ -570,7 +562,7 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	if aerr != nil {
 		return nil, aerr
 	}
-	key := signingKey(secret, cred.date, cred.region)
+	key := v.keys.get(secret, cred.date, cred.region, cred.service)
 	want, creq, sts := v4Signature(key, dateStr, cred.scope(), r, q.canonical("X-Amz-Signature"), signed, payload)
 	if !sigEqual(want, sig) {
 		return nil, errSignatureDetails(cred.accessKey, sts, sig, creq)

@@ -15,7 +15,8 @@ const DefaultMaxSkew = 15 * time.Minute
 const maxPresignExpiry = 7 * 24 * 60 * 60
 
 // Verifier verifies S3 request signatures (SigV4 header and presigned, SigV2
-// header and presigned) against a CredentialStore.
+// header and presigned) against a CredentialStore. It caches derived SigV4
+// signing keys, so it must not be copied after first use.
 type Verifier struct {
 	// Region is the only region accepted in a SigV4 credential scope.
 	Region string
@@ -25,6 +26,9 @@ type Verifier struct {
 	Now func() time.Time
 	// MaxSkew is the tolerated clock skew; zero means DefaultMaxSkew.
 	MaxSkew time.Duration
+
+	// keys caches derived signing keys; Creds is still asked every time.
+	keys keyCache
 }
 
 func (v *Verifier) now() time.Time {
