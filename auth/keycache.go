@@ -54,8 +54,9 @@ func (c *keyCache) get(secret, date, region, service string) []byte {
 // deriveSigningKey derives the SigV4 signing key of one day, region and
 // service.
 func deriveSigningKey(secret, date, region, service string) []byte {
-	k := hmacSHA256([]byte("AWS4"+secret), date)
-	k = hmacSHA256(k, region)
-	k = hmacSHA256(k, service)
-	return hmacSHA256(k, scopeTerm)
+	k := hmacSHA256([]byte("AWS4"+secret), []byte(date))
+	k = hmacSHA256(k[:], []byte(region))
+	k = hmacSHA256(k[:], []byte(service))
+	k = hmacSHA256(k[:], []byte(scopeTerm))
+	return k[:]
 }

@@ -72,7 +72,7 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	}
 	switch {
 	case strings.HasPrefix(authz, sigV4Algorithm):
-		return v.verifyV4Header(r, authz)
+		return v.verifyV4Header(r, authz, q)
 	case strings.HasPrefix(authz, "AWS "):
 		return v.verifyV2Header(r, authz)
 	case authz != "":
@@ -139,11 +139,12 @@ func (v *Verifier) checkSkew(t time.Time) *Error {
 func unsignedAmzHeaders(r *http.Request, signed []string, exempt ...string) []string {
 	var out []string
 	for k := range r.Header {
-		lk := strings.ToLower(k)
-		if !strings.HasPrefix(lk, "x-amz-") || containsFold(signed, lk) || containsFold(exempt, lk) {
+		// Folded comparisons: lower-casing every name would allocate.
+		if len(k) < len("x-amz-") || !strings.EqualFold(k[:len("x-amz-")], "x-amz-") ||
+			containsFold(signed, k) || containsFold(exempt, k) {
 			continue
 		}
-		out = append(out, lk)
+		out = append(out, strings.ToLower(k))
 	}
 	sort.Strings(out)
 	return out
