@@ -21,6 +21,7 @@ const (
 	maxTrailerBytes = 16 << 10
 	maxTrailers     = 16
 	chunkedBufSize  = 32 << 10
+	minChunkedBuf   = 8 << 10
 	// minChunkSize is S3's floor for every data chunk but the last one
 	// (the zero-size final chunk and the last data chunk may be smaller).
 	// Real clients send 64 KiB or more (aws-sdk-go-v2, minio-go).
@@ -41,15 +42,19 @@ type chunkSigner struct {
 }
 
 func (s *chunkSigner) chunkSignature(prev string, dataHash []byte) string {
-	sts := chunkSigAlgorithm + "\n" + s.amzDate + "\n" + s.scope + "\n" + prev + "\n" +
-		emptySHA256 + "\n" + hex.EncodeToString(dataHash)
-	return hex.EncodeToString(hmacSHA256(s.key, sts))
+	var buf [512]byte
+	return s.sign(appendLines(buf[:0], chunkSigAlgorithm, s.amzDate, s.scope, prev, emptySHA256), dataHash)
 }
 
 func (s *chunkSigner) trailerSignature(prev string, trailerHash []byte) string {
-	sts := trailerSigAlgorithm + "\n" + s.amzDate + "\n" + s.scope + "\n" + prev + "\n" +
-		hex.EncodeToString(trailerHash)
-	return hex.EncodeToString(hmacSHA256(s.key, sts))
+	var buf [512]byte
+	return s.sign(appendLines(buf[:0], trailerSigAlgorithm, s.amzDate, s.scope, prev), trailerHash)
+}
+
+// sign completes a string to sign with the hex of hash and signs it.
+func (s *chunkSigner) sign(sts, hash []byte) string {
+	mac := hmacSHA256(s.key, hex.AppendEncode(sts, hash))
+	return hex.EncodeToString(mac[:])
 }
 
 type chunkedConfig struct {
@@ -58,6 +63,7 @@ type chunkedConfig struct {
 	trailerMode   bool         // a trailer section may follow the last chunk
 	signedTrailer bool         // the trailer carries x-amz-trailer-signature
 	wantTrailers  []string     // announced in x-amz-trailer, lower-case
+	wireLen       int64        // the encoded body's Content-Length; <= 0 if unknown
 }
 
 type trailerKV struct{ name, value string }
@@ -84,7 +90,7 @@ type chunkedReader struct {
 func newChunkedReader(body io.ReadCloser, cfg chunkedConfig) *chunkedReader {
 	c := &chunkedReader{
 		cfg:    cfg,
-		src:    bufio.NewReaderSize(body, chunkedBufSize),
+		src:    bufio.NewReaderSize(body, chunkedBufferSize(cfg.wireLen)),
 		closer: body,
 	}
 	if cfg.signer != nil {
@@ -92,6 +98,16 @@ func newChunkedReader(body io.ReadCloser, cfg chunkedConfig) *chunkedReader {
 		c.h = sha256.New()
 	}
 	return c
+}
+
+// chunkedBufferSize fits the read buffer to a small body. It never goes
+// below minChunkedBuf, which exceeds every line limit, so a line too long
+// fails the same way whatever the body's size.
+func chunkedBufferSize(wireLen int64) int {
+	if wireLen > 0 && wireLen < chunkedBufSize {
+		return max(int(wireLen), minChunkedBuf)
+	}
+	return chunkedBufSize
 }
 
 func malformedChunk(msg string) *Error {
@@ -305,11 +321,10 @@ func (c *chunkedReader) readTrailer() error {
 	total := 0
 	for {
 		line, err := c.readLine(maxTrailerLine)
-		var ae *Error
-		if errors.As(err, &ae) {
-			return newErr(CodeMalformedTrailerError, "The request contained trailing data that was not well-formed.")
-		}
 		if err != nil && !errors.Is(err, io.EOF) {
+			if ae := (*Error)(nil); errors.As(err, &ae) {
+				return newErr(CodeMalformedTrailerError, "The request contained trailing data that was not well-formed.")
+			}
 			return bodyReadError(err)
 		}
 		total += len(line)

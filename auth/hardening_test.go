@@ -405,7 +405,7 @@ func TestErrorDetails(t *testing.T) {
 		creq, _ := detail(err, "CanonicalRequest")
 		provided, _ := detail(err, "SignatureProvided")
 		if ak != testAK || !strings.HasPrefix(sts, sigV4Algorithm+"\n"+t0.Format(iso8601Format)+"\n") ||
-			!strings.HasSuffix(sts, sha256Hex(creq)) || !strings.HasPrefix(creq, "PUT\n/bucket/obj\n") ||
+			!strings.HasSuffix(sts, sha256Hex256([]byte(creq))) || !strings.HasPrefix(creq, "PUT\n/bucket/obj\n") ||
 			!strings.Contains(r.Header.Get("Authorization"), "Signature="+provided) {
 			t.Fatalf("details: ak %q sts %q creq %q provided %q", ak, sts, creq, provided)
 		}

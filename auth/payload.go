@@ -22,10 +22,8 @@ func checkPayloadMode(p string) *Error {
 	if strings.HasPrefix(p, "STREAMING-") {
 		return newErr(CodeInvalidArgument, "Unsupported x-amz-content-sha256 streaming mode")
 	}
-	if len(p) == 64 {
-		if _, err := hex.DecodeString(p); err == nil {
-			return nil
-		}
+	if isHexSig(p) { // 64 hex digits, as hex.DecodeString in payloadResult takes them
+		return nil
 	}
 	return newErr(CodeInvalidArgument, "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER or a valid sha256 value.")
 }
@@ -75,6 +73,7 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 			trailerMode:   payload != streamingSigned,
 			signedTrailer: payload == streamingSignedTrailer,
 			wantTrailers:  trailers,
+			wireLen:       r.ContentLength,
 		}
 		if payload != streamingUnsignedTrailer {
 			cfg.signer = signer

@@ -1,13 +1,13 @@
 package auth
 
 import (
-	"crypto/hmac"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,11 +95,8 @@ func (q queryParams) canonical(exclude string) string {
 		}
 		enc = append(enc, queryParam{key: uriEncode(p.key, true), value: uriEncode(p.value, true)})
 	}
-	sort.Slice(enc, func(i, j int) bool {
-		if enc[i].key != enc[j].key {
-			return enc[i].key < enc[j].key
-		}
-		return enc[i].value < enc[j].value
+	slices.SortFunc(enc, func(a, b queryParam) int {
+		return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.value, b.value))
 	})
 	var b strings.Builder
 	for i, p := range enc {
@@ -117,11 +114,20 @@ func (q queryParams) canonical(exclude string) string {
 // (and '/' too when encodeSlash), with upper-case hex.
 func uriEncode(s string, encodeSlash bool) string {
 	const hexDigits = "0123456789ABCDEF"
+	keep := func(c byte) bool { return isUnreserved(c) || (c == '/' && !encodeSlash) }
+	i := 0
+	for i < len(s) && keep(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return s // nothing to encode: most names and values
+	}
 	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
+	b.Grow(len(s) + 2*(len(s)-i))
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
 		c := s[i]
-		if isUnreserved(c) || (c == '/' && !encodeSlash) {
+		if keep(c) {
 			b.WriteByte(c)
 			continue
 		}
@@ -171,49 +177,76 @@ func requestHost(r *http.Request) string {
 	return r.URL.Host
 }
 
-// headerValues returns the values of a signed header as the client sent them.
+// appendHeaderValues appends the values of a signed header as the client sent
+// them, trimmed, inner runs of spaces collapsed, repeats joined by ','.
 // net/http moves Host and Transfer-Encoding out of the header map and may
 // hold Content-Length only in r.ContentLength.
-func headerValues(r *http.Request, name string) []string {
+func appendHeaderValues(dst []byte, r *http.Request, name string) []byte {
 	switch name {
 	case "host":
-		return []string{requestHost(r)}
+		return append(dst, requestHost(r)...)
 	case "content-length":
-		if v := r.Header.Values("Content-Length"); len(v) > 0 {
-			return v
+		if v := r.Header["Content-Length"]; len(v) > 0 {
+			return appendValues(dst, v)
 		}
 		if r.ContentLength >= 0 {
-			return []string{strconv.FormatInt(r.ContentLength, 10)}
+			return strconv.AppendInt(dst, r.ContentLength, 10)
 		}
-		return nil
+		return dst
 	case "transfer-encoding":
-		if v := r.Header.Values("Transfer-Encoding"); len(v) > 0 {
-			return v
+		if v := r.Header["Transfer-Encoding"]; len(v) > 0 {
+			return appendValues(dst, v)
 		}
-		if len(r.TransferEncoding) > 0 {
-			return []string{strings.Join(r.TransferEncoding, ",")}
-		}
-		return nil
+		return appendValues(dst, []string{strings.Join(r.TransferEncoding, ",")})
 	}
-	return r.Header.Values(name)
+	return appendValues(dst, headerLookup(r.Header, name))
 }
 
-// canonicalHeaders renders the signed headers in the order the client listed
-// them: values trimmed, inner runs of spaces collapsed, repeats joined by ','.
-func canonicalHeaders(r *http.Request, signed []string) string {
-	var b strings.Builder
-	for _, name := range signed {
-		b.WriteString(name)
-		b.WriteByte(':')
-		for i, v := range headerValues(r, strings.ToLower(name)) {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strings.TrimSpace(collapseSpaces(v)))
+func appendValues(dst []byte, vals []string) []byte {
+	for i, v := range vals {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		b.WriteByte('\n')
+		dst = append(dst, strings.TrimSpace(collapseSpaces(v))...)
 	}
-	return b.String()
+	return dst
+}
+
+// headerLookup is h.Values(name) for a lower-case name, without building the
+// canonical key on the heap for the usual names (letters, digits, '-').
+func headerLookup(h http.Header, name string) []string {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		return h.Values(name)
+	}
+	key, upper := buf[:len(name)], true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			if upper {
+				c -= 'a' - 'A'
+			}
+		case '0' <= c && c <= '9', c == '-':
+		default:
+			return h.Values(name)
+		}
+		key[i] = c
+		upper = c == '-'
+	}
+	return h[string(key)] // the conversion in a map index does not allocate
+}
+
+// appendCanonicalHeaders appends the signed headers in the order the client
+// listed them, one "name:values\n" line each.
+func appendCanonicalHeaders(dst []byte, r *http.Request, signed []string) []byte {
+	for _, name := range signed {
+		dst = append(dst, name...)
+		dst = append(dst, ':')
+		dst = appendHeaderValues(dst, r, strings.ToLower(name))
+		dst = append(dst, '\n')
+	}
+	return dst
 }
 
 func collapseSpaces(s string) string {
@@ -234,23 +267,31 @@ func collapseSpaces(s string) string {
 	return b.String()
 }
 
-func hmacSHA256(key []byte, data string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(data))
-	return m.Sum(nil)
-}
-
-func sha256Hex(data string) string {
-	sum := sha256.Sum256([]byte(data))
-	return hex.EncodeToString(sum[:])
-}
-
-// signingKey derives the SigV4 signing key for one day, region and s3.
-func signingKey(secret, date, region string) []byte {
-	k := hmacSHA256([]byte("AWS4"+secret), date)
-	k = hmacSHA256(k, region)
-	k = hmacSHA256(k, scopeService)
-	return hmacSHA256(k, scopeTerm)
+// hmacSHA256 is HMAC-SHA256 (RFC 2104) written out so that it runs on the
+// stack: crypto/hmac allocates two digests and both pads for every use.
+func hmacSHA256(key, data []byte) [sha256.Size]byte {
+	if len(key) > sha256.BlockSize {
+		k := sha256.Sum256(key)
+		key = k[:]
+	}
+	var pad [sha256.BlockSize]byte
+	copy(pad[:], key)
+	for i := range pad {
+		pad[i] ^= 0x36
+	}
+	h := sha256.New()
+	h.Write(pad[:])
+	h.Write(data)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	for i := range pad {
+		pad[i] ^= 0x36 ^ 0x5c
+	}
+	h.Reset()
+	h.Write(pad[:])
+	h.Write(sum[:])
+	h.Sum(sum[:0])
+	return sum
 }
 
 // credential is a parsed "AK/date/region/service/aws4_request".
@@ -392,25 +433,55 @@ func containsFold(list []string, name string) bool {
 	return false
 }
 
-// v4Signature computes the request signature for the canonical request; it
-// also returns the canonical request and the string to sign, which a
-// SignatureDoesNotMatch answer shows the client.
-func v4Signature(key []byte, amzDate, scope string, r *http.Request, query string, signed []string, payload string) (sig, creq, sts string) {
-	creq = strings.Join([]string{
-		r.Method,
-		canonicalURI(r),
-		query,
-		canonicalHeaders(r, signed),
-		strings.Join(signed, ";"),
-		payload,
-	}, "\n")
-	sts = sigV4Algorithm + "\n" + amzDate + "\n" + scope + "\n" + sha256Hex(creq)
-	return hex.EncodeToString(hmacSHA256(key, sts)), creq, sts
+// v4Signature computes the request signature; it also returns the canonical
+// request and the string to sign, which a SignatureDoesNotMatch answer shows
+// the client. Both are appended to dst (a caller's stack buffer, so that the
+// usual request builds them without allocating).
+func v4Signature(dst, key []byte, amzDate, scope string, r *http.Request, query string, signed []string, payload string) (sig string, creq, sts []byte) {
+	dst = appendLines(dst, r.Method, canonicalURI(r), query)
+	dst = appendCanonicalHeaders(dst, r, signed)
+	dst = append(dst, '\n')
+	for i, name := range signed {
+		if i > 0 {
+			dst = append(dst, ';')
+		}
+		dst = append(dst, name...)
+	}
+	dst = append(dst, '\n')
+	dst = append(dst, payload...)
+	n := len(dst)
+	creq = dst[:n:n]
+	sum := sha256.Sum256(creq)
+	sts = appendLines(dst[n:], sigV4Algorithm, amzDate, scope)
+	sts = hex.AppendEncode(sts, sum[:])
+	mac := hmacSHA256(key, sts)
+	return hex.EncodeToString(mac[:]), creq, sts
 }
 
-// sigEqual compares signatures in constant time.
+// appendLines appends each line and a '\n' after it.
+func appendLines(dst []byte, lines ...string) []byte {
+	for _, l := range lines {
+		dst = append(dst, l...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// sigEqual compares a hex signature with one the client sent (either case)
+// in constant time.
 func sigEqual(want, got string) bool {
-	return hmac.Equal([]byte(want), []byte(strings.ToLower(got)))
+	if len(want) != len(got) {
+		return false
+	}
+	var d byte
+	for i := 0; i < len(want); i++ {
+		c := got[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		d |= want[i] ^ c
+	}
+	return d == 0
 }
 
 // requestTime reads X-Amz-Date, or the Date header when it is absent.
@@ -441,7 +512,8 @@ func requestTime(r *http.Request) (time.Time, *Error) {
 // checkScope validates the credential scope against the request date and our
 // region; mk builds the error of the right family (header or query).
 func (v *Verifier) checkScope(c credential, t time.Time, mk func(string) *Error) *Error {
-	if c.date != t.Format(scopeDateFmt) {
+	var buf [len(scopeDateFmt)]byte
+	if c.date != string(t.AppendFormat(buf[:0], scopeDateFmt)) {
 		return mk("Invalid credential date. Date is not the same as X-Amz-Date.")
 	}
 	if c.region != v.Region {
@@ -453,7 +525,7 @@ func (v *Verifier) checkScope(c credential, t time.Time, mk func(string) *Error)
 	return nil
 }
 
-func (v *Verifier) verifyV4Header(r *http.Request, authz string) (*Result, error) {
+func (v *Verifier) verifyV4Header(r *http.Request, authz string, q queryParams) (*Result, error) {
 	h, aerr := parseV4Header(authz)
 	if aerr != nil {
 		return nil, aerr
@@ -486,13 +558,14 @@ func (v *Verifier) verifyV4Header(r *http.Request, authz string) (*Result, error
 	if aerr != nil {
 		return nil, aerr
 	}
-	amzDate := t.Format(iso8601Format)
-	key := signingKey(secret, h.cred.date, h.cred.region)
-	want, creq, sts := v4Signature(key, amzDate, h.cred.scope(), r, parseRawQuery(r.URL.RawQuery).canonical(""), h.signedHeaders, payload)
+	amzDate, scope := t.Format(iso8601Format), h.cred.scope()
+	key := v.keys.get(secret, h.cred.date, h.cred.region, h.cred.service)
+	var buf [2048]byte
+	want, creq, sts := v4Signature(buf[:0], key, amzDate, scope, r, q.canonical(""), h.signedHeaders, payload)
 	if !sigEqual(want, h.signature) {
-		return nil, errSignatureDetails(h.cred.accessKey, sts, h.signature, creq)
+		return nil, errSignatureDetails(h.cred.accessKey, string(sts), h.signature, string(creq))
 	}
-	return payloadResult(r, h.cred.accessKey, payload, &chunkSigner{key: key, amzDate: amzDate, scope: h.cred.scope(), seed: want})
+	return payloadResult(r, h.cred.accessKey, payload, &chunkSigner{key: key, amzDate: amzDate, scope: scope, seed: want})
 }
 
 func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, error) {
@@ -570,15 +643,16 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	if aerr != nil {
 		return nil, aerr
 	}
-	key := signingKey(secret, cred.date, cred.region)
-	want, creq, sts := v4Signature(key, dateStr, cred.scope(), r, q.canonical("X-Amz-Signature"), signed, payload)
+	key, scope := v.keys.get(secret, cred.date, cred.region, cred.service), cred.scope()
+	var buf [2048]byte
+	want, creq, sts := v4Signature(buf[:0], key, dateStr, scope, r, q.canonical("X-Amz-Signature"), signed, payload)
 	if !sigEqual(want, sig) {
-		return nil, errSignatureDetails(cred.accessKey, sts, sig, creq)
+		return nil, errSignatureDetails(cred.accessKey, string(sts), sig, string(creq))
 	}
 	if aerr := hoistPresignedHeaders(r, q); aerr != nil {
 		return nil, aerr
 	}
-	return payloadResult(r, cred.accessKey, payload, &chunkSigner{key: key, amzDate: dateStr, scope: cred.scope(), seed: want})
+	return payloadResult(r, cred.accessKey, payload, &chunkSigner{key: key, amzDate: dateStr, scope: scope, seed: want})
 }
 
 // presignAuthParams are the query parameters of SigV4 query authentication

@@ -15,7 +15,8 @@ const DefaultMaxSkew = 15 * time.Minute
 const maxPresignExpiry = 7 * 24 * 60 * 60
 
 // Verifier verifies S3 request signatures (SigV4 header and presigned, SigV2
-// header and presigned) against a CredentialStore.
+// header and presigned) against a CredentialStore. It caches derived SigV4
+// signing keys, so it must not be copied after first use.
 type Verifier struct {
 	// Region is the only region accepted in a SigV4 credential scope.
 	Region string
@@ -25,6 +26,9 @@ type Verifier struct {
 	Now func() time.Time
 	// MaxSkew is the tolerated clock skew; zero means DefaultMaxSkew.
 	MaxSkew time.Duration
+
+	// keys caches derived signing keys; Creds is still asked every time.
+	keys keyCache
 }
 
 func (v *Verifier) now() time.Time {
@@ -68,7 +72,7 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	}
 	switch {
 	case strings.HasPrefix(authz, sigV4Algorithm):
-		return v.verifyV4Header(r, authz)
+		return v.verifyV4Header(r, authz, q)
 	case strings.HasPrefix(authz, "AWS "):
 		return v.verifyV2Header(r, authz)
 	case authz != "":
@@ -135,11 +139,12 @@ func (v *Verifier) checkSkew(t time.Time) *Error {
 func unsignedAmzHeaders(r *http.Request, signed []string, exempt ...string) []string {
 	var out []string
 	for k := range r.Header {
-		lk := strings.ToLower(k)
-		if !strings.HasPrefix(lk, "x-amz-") || containsFold(signed, lk) || containsFold(exempt, lk) {
+		// Folded comparisons: lower-casing every name would allocate.
+		if len(k) < len("x-amz-") || !strings.EqualFold(k[:len("x-amz-")], "x-amz-") ||
+			containsFold(signed, k) || containsFold(exempt, k) {
 			continue
 		}
-		out = append(out, lk)
+		out = append(out, strings.ToLower(k))
 	}
 	sort.Strings(out)
 	return out

@@ -18,6 +18,27 @@ import (
 
 func checksumHeader(alg string) string { return "x-amz-checksum-" + strings.ToLower(alg) }
 
+// checksumHeaders holds, per store.ChecksumAlgorithms, the x-amz-checksum-*
+// name as messages show it and as the header map keys it: canonicalizing on
+// every request would allocate.
+var checksumHeaders = func() (out []struct{ alg, name, key string }) {
+	for _, alg := range store.ChecksumAlgorithms() {
+		n := checksumHeader(alg)
+		out = append(out, struct{ alg, name, key string }{alg, n, http.CanonicalHeaderKey(n)})
+	}
+	return out
+}()
+
+// checksumHeaderKey is the canonical x-amz-checksum-* header key of alg.
+func checksumHeaderKey(alg string) string {
+	for _, c := range checksumHeaders {
+		if c.alg == alg {
+			return c.key
+		}
+	}
+	return http.CanonicalHeaderKey(checksumHeader(alg))
+}
+
 // parseChecksumHeaders returns the x-amz-checksum-* values the client declared
 // (at most one, as AWS requires), each checked to be base64 of the right size.
 func parseChecksumHeaders(h http.Header) (map[string]string, error) {
@@ -29,9 +50,8 @@ func parseChecksumHeaders(h http.Header) (map[string]string, error) {
 // part-count suffix of a COMPOSITE checksum.
 func parseChecksumValues(h http.Header, composite bool) (map[string]string, error) {
 	var m map[string]string
-	for _, alg := range store.ChecksumAlgorithms() {
-		hdr := checksumHeader(alg)
-		vals := h.Values(hdr)
+	for _, c := range checksumHeaders {
+		alg, hdr, vals := c.alg, c.name, h[c.key]
 		if len(vals) == 0 {
 			continue
 		}
@@ -278,11 +298,17 @@ func parseConditions(h http.Header, prefix string) store.Conditions {
 		IfMatch:     h.Get(prefix + "If-Match"),
 		IfNoneMatch: h.Get(prefix + "If-None-Match"),
 	}
-	if t, err := http.ParseTime(h.Get(prefix + "If-Modified-Since")); err == nil {
-		c.IfModifiedSince = &t
+	// An absent date is skipped: failing to parse "" allocates an error per
+	// layout tried.
+	if v := h.Get(prefix + "If-Modified-Since"); v != "" {
+		if t, err := http.ParseTime(v); err == nil {
+			c.IfModifiedSince = &t
+		}
 	}
-	if t, err := http.ParseTime(h.Get(prefix + "If-Unmodified-Since")); err == nil {
-		c.IfUnmodifiedSince = &t
+	if v := h.Get(prefix + "If-Unmodified-Since"); v != "" {
+		if t, err := http.ParseTime(v); err == nil {
+			c.IfUnmodifiedSince = &t
+		}
 	}
 	return c
 }
@@ -292,12 +318,12 @@ func setChecksumHeader(h http.Header, c store.Checksum) {
 	if c.Algorithm == "" || c.Value == "" {
 		return
 	}
-	h.Set(checksumHeader(c.Algorithm), c.Value)
+	h.Set(checksumHeaderKey(c.Algorithm), c.Value)
 	typ := c.Type
 	if typ == "" {
 		typ = store.ChecksumFullObject
 	}
-	h.Set("x-amz-checksum-type", typ)
+	h.Set("X-Amz-Checksum-Type", typ)
 }
 
 // responseOverrides are the response-* query parameters of GetObject.

@@ -70,7 +70,7 @@ func (a *api) uploadPart(rq *request) error {
 	h := rq.w.Header()
 	h.Set("ETag", quoteETag(info.ETag))
 	if info.Checksum.Algorithm != "" {
-		h.Set(checksumHeader(info.Checksum.Algorithm), info.Checksum.Value)
+		h.Set(checksumHeaderKey(info.Checksum.Algorithm), info.Checksum.Value)
 	}
 	rq.w.WriteHeader(http.StatusOK)
 	return nil

@@ -68,9 +68,10 @@ func checkEncryption(h http.Header) error {
 	}
 	var names []string
 	for name, vals := range h {
-		lname := strings.ToLower(name)
-		if strings.Join(vals, "") != "" && slices.ContainsFunc(ssePrefixes, func(p string) bool { return strings.HasPrefix(lname, p) }) {
-			names = append(names, lname)
+		// Folded prefix comparison: lower-casing every name would allocate.
+		if slices.ContainsFunc(ssePrefixes, func(p string) bool { return len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) }) &&
+			strings.Join(vals, "") != "" {
+			names = append(names, strings.ToLower(name))
 		}
 	}
 	if len(names) == 0 {
@@ -158,7 +159,7 @@ func checkObjectLockEnabled(h http.Header) error {
 // for the caller's buckets (ownerOf): a mismatch is AccessDenied, as on AWS.
 func checkExpectedOwner(rq *request) error {
 	id := ownerOf(rq).ID
-	for _, name := range []string{"x-amz-expected-bucket-owner", "x-amz-source-expected-bucket-owner"} {
+	for _, name := range []string{"X-Amz-Expected-Bucket-Owner", "X-Amz-Source-Expected-Bucket-Owner"} {
 		if v := rq.r.Header.Get(name); v != "" && v != id {
 			return errAccessDenied
 		}

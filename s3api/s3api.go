@@ -298,8 +298,8 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		rq.op = opUnknown // as ResolveOperation names unroutable paths
 	}
 	h := w.Header()
-	h.Set("x-amz-request-id", rq.id)
-	h.Set("x-amz-id-2", newHostID())
+	h.Set("X-Amz-Request-Id", rq.id) // canonical names: Set would build them per request
+	h.Set("X-Amz-Id-2", newHostID())
 	h.Set("Server", "s3gate")
 	defer a.accessLog(rq, start)
 
