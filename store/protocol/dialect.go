@@ -24,8 +24,9 @@ type Dialect interface {
 	Autocommit() Tx
 	// OpenContent opens n bytes at off of a blob whose content is outside its
 	// row, with the content engine of its tier (whatever engine new content
-	// is written with). It reads lazily, never more than a chunk at a time,
-	// and outside any transaction.
+	// is written with). It reads lazily, a bounded window of chunks ahead at
+	// most (3 MiB for pgchunks), in short statements outside any
+	// transaction.
 	OpenContent(ctx context.Context, b BlobLoc, off, n int64) (io.ReadCloser, error)
 }
 
