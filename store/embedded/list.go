@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/s3gate/s3gate/store"
@@ -42,7 +43,7 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 			cols := `key, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`
 			query := `SELECT ` + cols + ` FROM objects WHERE bucket = ? AND ` + cond + ` ORDER BY key LIMIT ?`
 			if c.DelimNext != "" {
-				query, args = skipScan(c, cols, cond, args)
+				query, args = skipScan(c, bucket, cols)
 			}
 			// The limit is an argument: one statement text, prepared once.
 			return scanObjects(ctx, tx, bucket, query, append(args, limit))
@@ -55,31 +56,50 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 	return res, nil
 }
 
-// skipScan is the delimiter listing as one statement, a loose index scan:
-// each step seeks one key, and after a key under a common prefix the next
-// step seeks past the whole prefix (see protocol.ListCursor); the keys found
-// are then joined to their rows. cond and args are the cursor's range on key
-// and its arguments, the bucket first; the limit is the argument after the
-// ones returned.
-func skipScan(c *protocol.ListCursor, cols, cond string, args []any) (string, []any) {
-	n := len(args)
-	bound := ""
-	if c.Range.Bounded {
-		bound = " AND key < ?3"
+// skipScan is a delimiter listing as one statement that skips each common
+// prefix with one index seek (a loose index scan). It splits the cursor's
+// range into gaps: a gap runs from its lower bound to its first key under a
+// common prefix (its hit, looked for among at most limit keys), and the next
+// gap starts at that prefix's successor (see protocol.ListCursor), so the
+// keys inside a prefix past its first are never read. The rows are each
+// gap's keys up to its hit and the last gap's keys up to the limit. cols are
+// the columns to return; the limit is the argument after the ones returned.
+func skipScan(c *protocol.ListCursor, bucket, cols string) (string, []any) {
+	// A gap's keys are key >= lo AND key IS NOT skip: one lower bound for
+	// the index search.
+	var skip any
+	if !c.Range.Inclusive {
+		skip = c.Range.From
 	}
-	// The seek after w.key: past it for an object, past its common prefix
-	// (the prefix's successor) for a key that rolls up.
-	next := fmt.Sprintf(`CASE WHEN instr(substr(w.key, ?%[1]d + 1), ?%[2]d) > 0
-		THEN substr(w.key, 1, ?%[1]d + instr(substr(w.key, ?%[1]d + 1), ?%[2]d) - 1) || ?%[3]d
-		ELSE w.key END`, n+1, n+2, n+3)
-	query := fmt.Sprintf(`WITH RECURSIVE walk(n, key) AS (
-		SELECT 1, (SELECT key FROM objects WHERE bucket = ? AND %[1]s ORDER BY key LIMIT 1)
+	// Every text sorts before every blob: X'' bounds nothing.
+	to := "X''"
+	if c.Range.Bounded {
+		to = "?4"
+	}
+	args := []any{bucket, c.Range.From, skip, c.Range.To, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext}
+	// hit is a gap's first key under a common prefix: the subquery yields
+	// its keys in index order, and the first that rolls up ends the search.
+	hit := func(lo, skip string) string {
+		return `(SELECT key FROM (SELECT key FROM objects WHERE bucket = ?1 AND key >= ` + lo + ` AND key IS NOT ` + skip + ` AND key < {to}
+			ORDER BY key LIMIT ?8) WHERE instr(substr(key, ?5 + 1), ?6) > 0 LIMIT 1)`
+	}
+	next := `substr(hit, 1, ?5 + instr(substr(hit, ?5 + 1), ?6) - 1) || ?7`
+	query := `WITH RECURSIVE gaps(n, lo, skip, hit) AS (
+		SELECT 1, ?2, ?3, ` + hit("?2", "?3") + `
 		UNION ALL
-		SELECT w.n + 1, (SELECT key FROM objects WHERE bucket = ?1 AND key > w.key AND key >= %[2]s%[3]s ORDER BY key LIMIT 1)
-		FROM walk w WHERE w.key IS NOT NULL AND w.n < ?%[4]d
+		SELECT n + 1, ` + next + `, NULL, ` + hit(next, "NULL") + ` FROM gaps WHERE hit IS NOT NULL AND n < ?8
 	)
-	SELECT %[5]s FROM walk w JOIN objects USING (key) WHERE bucket = ?1 ORDER BY w.n`, cond, next, bound, n+4, cols)
-	return query, append(args, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext)
+	SELECT * FROM (
+		SELECT ` + cols + ` FROM gaps g CROSS JOIN objects o
+			WHERE o.bucket = ?1 AND o.key >= g.lo AND o.key IS NOT g.skip AND o.key <= g.hit
+		UNION ALL
+		SELECT * FROM (SELECT ` + cols + ` FROM objects WHERE bucket = ?1 AND key >= (SELECT lo FROM gaps WHERE hit IS NULL)
+			AND key IS NOT (SELECT skip FROM gaps WHERE hit IS NULL) AND key < {to} ORDER BY key LIMIT ?8)
+	) ORDER BY 1 LIMIT ?8`
+	if !c.Range.Bounded {
+		args[3] = nil // keeps the numbering: ?4 is unused
+	}
+	return strings.ReplaceAll(query, "{to}", to), args
 }
 
 // scanObjects runs a listing query and reads its rows.
