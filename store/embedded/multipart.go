@@ -27,8 +27,8 @@ func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p stor
 				args = append(args, tail.Key, tail.UploadID, tail.UploadID)
 			}
 			return scanUploads(ctx, tx, bucket, `SELECT upload_id, key, meta, checksum_alg, checksum_type, initiated FROM uploads
-				WHERE bucket = ? AND `+cond+` ORDER BY key, initiated, upload_id LIMIT `+fmt.Sprint(limit),
-				append([]any{bucket}, args...))
+				WHERE bucket = ? AND `+cond+` ORDER BY key, initiated, upload_id LIMIT ?`,
+				append(append([]any{bucket}, args...), limit))
 		})
 		return err
 	})

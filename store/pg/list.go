@@ -3,7 +3,9 @@ package pg
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,10 +36,19 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 		return store.ListResult{}, fmt.Errorf("list %s: %w", bucket, err)
 	}
 	res, err := protocol.ListObjects(p, func(c *protocol.ListCursor, limit int) ([]store.ObjectInfo, error) {
-		cond, args := where(c, "key", 2)
-		// Of meta only the storage class: listings show it.
-		rows, err := e.pool.Query(ctx, `SELECT key, size, etag, last_modified, checksum, coalesce(meta->>'sc', '') FROM objects
-			WHERE bucket = $1 AND `+cond+` ORDER BY key LIMIT `+fmt.Sprint(limit), append([]any{bucket}, args...)...)
+		var query string
+		var args []any
+		if c.DelimNext != "" {
+			query, args = skipScan(c, bucket)
+		} else {
+			cond, a := where(c, "key", 2)
+			args = append([]any{bucket}, a...)
+			// Of meta only the storage class: listings show it.
+			query = `SELECT key, size, etag, last_modified, checksum, coalesce(meta->>'sc', '') FROM objects
+				WHERE bucket = $1 AND ` + cond + fmt.Sprintf(` ORDER BY key LIMIT $%d`, len(args)+1)
+		}
+		// The limit is an argument: one statement text, prepared once.
+		rows, err := e.pool.Query(ctx, query, append(args, limit)...)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -47,6 +58,56 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 		return res, fmt.Errorf("list %s: %w", bucket, err)
 	}
 	return res, nil
+}
+
+// skipScan is a delimiter listing as one statement that skips each common
+// prefix with one index seek (a loose index scan). It splits the cursor's
+// range into gaps: a gap runs from its lower bound to its first key under a
+// common prefix (its hit), and the next gap starts at that prefix's
+// successor (see protocol.ListCursor), so the keys inside a prefix past its
+// first are never read. The rows are each gap's objects and its hit's key
+// alone (a common prefix shows nothing else). The limit is the argument
+// after the ones returned.
+func skipScan(c *protocol.ListCursor, bucket string) (string, []any) {
+	// A gap's lower bound is key > lo_x AND key >= lo_i: no key is empty.
+	loX, loI := c.Range.From, ""
+	if c.Range.Inclusive {
+		loX, loI = "", c.Range.From
+	}
+	args := []any{bucket, loX, loI}
+	bound := ""
+	if c.Range.Bounded {
+		args = append(args, c.Range.To)
+		bound = " AND o.key < $4"
+	}
+	n := len(args)
+	args = append(args, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext)
+	r := strings.NewReplacer("BOUND", bound, "$P", fmt.Sprintf("$%d::int", n+1), "$D", fmt.Sprintf("$%d::text", n+2),
+		"$N", fmt.Sprintf("$%d::text", n+3), "$L", fmt.Sprintf("$%d::int", n+4))
+	// hit finds a gap's first key under a common prefix and its position,
+	// reading at most the limit.
+	hit := func(loX, loI string) string {
+		return `SELECT t.key, t.rn FROM (SELECT k.key, row_number() OVER (ORDER BY k.key) AS rn FROM (
+			SELECT o.key FROM objects o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
+			ORDER BY o.key LIMIT $L) k) t
+			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.key LIMIT 1`
+	}
+	query := `WITH RECURSIVE gaps(lo_x, lo_i, take, hit, total) AS (
+		SELECT $2::text COLLATE "C", $3::text COLLATE "C", h.rn, h.key, coalesce(h.rn, $L)
+		FROM (VALUES (1)) one LEFT JOIN LATERAL (` + hit("$2::text", "$3::text") + `) h ON true
+		UNION ALL
+		SELECT '', s.nx, h.rn, h.key, g.total + coalesce(h.rn, $L)
+		FROM gaps g CROSS JOIN LATERAL (SELECT left(g.hit, $P + strpos(substr(g.hit, $P + 1), $D) - 1) || $N AS nx) s
+		LEFT JOIN LATERAL (` + hit("''", "s.nx") + `) h ON true
+		WHERE g.hit IS NOT NULL AND g.total < $L
+	)
+	SELECT o.* FROM gaps g CROSS JOIN LATERAL (
+		SELECT o.key, o.size, o.etag, o.last_modified, o.checksum, coalesce(o.meta->>'sc', '') FROM objects o
+		WHERE o.bucket = $1 AND o.key > g.lo_x AND o.key >= g.lo_i BOUND ORDER BY o.key LIMIT coalesce(g.take - 1, $L)) o
+	UNION ALL
+	SELECT hit, 0, '', 'epoch', NULL, '' FROM gaps WHERE hit IS NOT NULL
+	ORDER BY 1 LIMIT $L`
+	return r.Replace(query), args
 }
 
 // scanObjects reads list rows.

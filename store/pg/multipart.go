@@ -25,8 +25,8 @@ func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p stor
 			args = append(args, tail.Key, tail.UploadID)
 		}
 		rows, err := e.pool.Query(ctx, `SELECT upload_id, key, meta, checksum_alg, checksum_type, initiated FROM uploads
-			WHERE bucket = $1 AND `+cond+` ORDER BY key, initiated, upload_id LIMIT `+fmt.Sprint(limit),
-			append([]any{bucket}, args...)...)
+			WHERE bucket = $1 AND `+cond+fmt.Sprintf(` ORDER BY key, initiated, upload_id LIMIT $%d`, len(args)+2),
+			append(append([]any{bucket}, args...), limit)...)
 		if err != nil {
 			return nil, mapErr(err)
 		}

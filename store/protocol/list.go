@@ -7,8 +7,9 @@ import (
 	"github.com/s3gate/s3gate/store"
 )
 
-// ListBatch is how many rows one listing statement fetches at most.
-const ListBatch = 1000
+// ListBatch is how many rows one listing statement fetches at most: a full
+// page and the one entry that tells whether it is truncated.
+const ListBatch = store.MaxListKeys + 1
 
 // Successor returns the smallest string greater than every string that starts
 // with p, in byte order (which for valid UTF-8 is code point order), and false
@@ -53,8 +54,15 @@ type KeyRange struct {
 // ListCursor walks keys under a prefix in order, skipping the rest of a common
 // prefix with one index seek to its successor instead of scanning its keys.
 // The engine turns Range into its SQL condition.
+//
+// With DelimNext set, a fetch may make those seeks itself, inside its one
+// statement: after a key that rolls up into a common prefix (the key up to
+// and including the first Delim after Prefix) it continues at that prefix
+// without its final Delim followed by DelimNext, which is the prefix's
+// Successor. Rows it does not skip are dropped here.
 type ListCursor struct {
 	Prefix, Delim string
+	DelimNext     string // Successor(Delim), or "" when there is none or no Delim
 	Range         KeyRange
 	Done          bool // nothing is left to fetch
 }
@@ -62,6 +70,9 @@ type ListCursor struct {
 // NewListCursor starts a listing of keys under prefix after the marker after.
 func NewListCursor(prefix, delim, after string) *ListCursor {
 	c := &ListCursor{Prefix: prefix, Delim: delim}
+	if delim != "" {
+		c.DelimNext, _ = Successor(delim)
+	}
 	c.Range.From, c.Range.Inclusive = prefix, true
 	if to, ok := Successor(prefix); ok && prefix != "" {
 		c.Range.To, c.Range.Bounded = to, true
@@ -108,7 +119,7 @@ func ListObjects(p store.ListParams, fetch FetchObjects) (store.ListResult, erro
 		maxKeys = store.MaxListKeys
 	}
 	c := NewListCursor(p.Prefix, p.Delimiter, p.After)
-	count, last := 0, ""
+	count, last, lastCP := 0, "", ""
 	for !c.Done && !res.Truncated {
 		limit := min(maxKeys-count+1, ListBatch)
 		batch, err := fetch(c, limit)
@@ -119,6 +130,9 @@ func ListObjects(p store.ListParams, fetch FetchObjects) (store.ListResult, erro
 			c.Done = true // the interval holds nothing beyond this batch
 		}
 		for _, o := range batch {
+			if lastCP != "" && strings.HasPrefix(o.Key, lastCP) {
+				continue // under the prefix just returned: the fetch did not skip it
+			}
 			if count == maxKeys {
 				res.Truncated = true
 				break
@@ -126,10 +140,9 @@ func ListObjects(p store.ListParams, fetch FetchObjects) (store.ListResult, erro
 			count++
 			if cp := Rollup(o.Key, p.Prefix, p.Delimiter); cp != "" {
 				res.CommonPrefixes = append(res.CommonPrefixes, cp)
-				last = cp
-				c.Done = false
-				c.SkipPast(cp) // the rest of the batch may lie under cp: fetch anew
-				break
+				last, lastCP = cp, cp
+				c.SkipPast(cp) // for the next fetch, if this batch was full
+				continue
 			}
 			res.Objects = append(res.Objects, o)
 			last = o.Key

@@ -180,6 +180,76 @@ func TestListObjectsSkipsPrefixes(t *testing.T) {
 	}
 }
 
+// skipFetch serves sorted keys the way an engine's one-statement delimiter
+// listing does: past each key under a common prefix it seeks past the prefix.
+func skipFetch(keys []string, calls *int) FetchObjects {
+	return func(c *ListCursor, limit int) ([]store.ObjectInfo, error) {
+		*calls++
+		var out []store.ObjectInfo
+		from, incl := c.Range.From, c.Range.Inclusive
+		for _, k := range keys {
+			if len(out) == limit {
+				break
+			}
+			if k < from || (k == from && !incl) || (c.Range.Bounded && k >= c.Range.To) {
+				continue
+			}
+			out = append(out, store.ObjectInfo{Key: k})
+			from, incl = k, false
+			if cp := Rollup(k, c.Prefix, c.Delim); cp != "" && c.DelimNext != "" {
+				from, incl = cp[:len(cp)-len(c.Delim)]+c.DelimNext, true
+			}
+		}
+		return out, nil
+	}
+}
+
+func TestListObjectsOneStatement(t *testing.T) {
+	// 50 prefixes of 200 keys each and objects between them: one statement.
+	var keys []string
+	for i := range 10_000 {
+		keys = append(keys, fmt.Sprintf("d/p%02d/k%05d", i%50, i))
+	}
+	for i := range 50 {
+		keys = append(keys, fmt.Sprintf("d/p%02d", i))
+	}
+	slices.Sort(keys)
+	calls := 0
+	res, err := ListObjects(store.ListParams{Prefix: "d/", Delimiter: "/"}, skipFetch(keys, &calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.CommonPrefixes) != 50 || len(res.Objects) != 50 || res.Truncated || calls != 1 {
+		t.Errorf("%d prefixes, %d objects, truncated %v, %d statements; want 50, 50, false, 1", len(res.CommonPrefixes), len(res.Objects), res.Truncated, calls)
+	}
+	// Pages of every size, with a skipping fetch, reassemble the listing.
+	for _, size := range []int{1, 2, 3, 7, 100} {
+		var got []string
+		after := ""
+		for page := 0; ; page++ {
+			if page > 200 {
+				t.Fatalf("size %d: no end", size)
+			}
+			res, err := ListObjects(store.ListParams{Prefix: "d/", Delimiter: "/", After: after, MaxKeys: size}, skipFetch(keys, &calls))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range res.Objects {
+				got = append(got, o.Key)
+			}
+			got = append(got, res.CommonPrefixes...)
+			if !res.Truncated {
+				break
+			}
+			after = res.NextAfter
+		}
+		slices.Sort(got)
+		if want := naiveList(keys, "d/", "/"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("size %d: listed %d entries, want %d", size, len(got), len(want))
+		}
+	}
+}
+
 func TestListObjectsFetchError(t *testing.T) {
 	boom := errors.New("boom")
 	_, err := ListObjects(store.ListParams{}, func(*ListCursor, int) ([]store.ObjectInfo, error) { return nil, boom })

@@ -469,6 +469,8 @@ func testList(t *testing.T, v *Env) {
 		{"la", "multi-char delimiter", store.ListParams{Delimiter: "/1"},
 			want{objs: []string{"a/2", "a/b/3", "b", "c/y", "d", "d/", "z"}, prefixes: []string{"a/1", "c/x/1", "é/1"}}},
 		{"la", "no match", store.ListParams{Prefix: "q"}, want{}},
+		{"la", "multibyte prefix", store.ListParams{Prefix: "é", Delimiter: "/"}, want{prefixes: []string{"é/"}}},
+		{"la", "multibyte delimiter", store.ListParams{Delimiter: "é"}, want{objs: sets["la"][:9], prefixes: []string{"é"}}},
 		{"lb", "all", store.ListParams{}, want{objs: sets["lb"]}},
 		{"lb", "delimiter", store.ListParams{Delimiter: "/"}, want{objs: []string{"a", "b", "d", "é"}, prefixes: []string{"a/", "c/", "z/"}}},
 		{"lb", "prefix+delimiter", store.ListParams{Prefix: "a/", Delimiter: "/"}, want{objs: []string{"a/1", "a/2"}, prefixes: []string{"a/b/"}}},

@@ -1,0 +1,74 @@
+package pg
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/s3gate/s3gate/store/storetest"
+)
+
+// statementCounter counts the statements a pool sends.
+type statementCounter struct{ n atomic.Int64 }
+
+func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// countStatements moves the engine to a pool that counts its statements.
+func countStatements(tb testing.TB, v *env) *statementCounter {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(v.dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var c statementCounter
+	cfg.ConnConfig.Tracer = &c
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	old := v.e.pool
+	v.e.pool = pool
+	tb.Cleanup(func() { v.e.pool = old; pool.Close() })
+	return &c
+}
+
+// TestListStatements: a page costs the bucket check and one listing
+// statement, however many keys its common prefixes hold.
+func TestListStatements(t *testing.T) {
+	v := newEnv(t, LargePGChunks)
+	storetest.FillListBench(t, v.e)
+	c := countStatements(t, v)
+	for _, pg := range storetest.ListPages {
+		before := c.n.Load()
+		res, err := v.e.ListObjects(context.Background(), storetest.ListBenchBucket, pg.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Objects) != pg.Objects || len(res.CommonPrefixes) != pg.Prefixes {
+			t.Errorf("%s: %d objects and %d prefixes, want %d and %d", pg.Name, len(res.Objects), len(res.CommonPrefixes), pg.Objects, pg.Prefixes)
+		}
+		if n := c.n.Load() - before; n > 2 {
+			t.Errorf("%s: %d statements, want at most 2", pg.Name, n)
+		}
+	}
+}
+
+// BenchmarkList measures storetest.ListPages.
+func BenchmarkList(b *testing.B) {
+	v := newEnv(b, LargePGChunks)
+	storetest.FillListBench(b, v.e)
+	// Settled as a long-lived table is, not racing autovacuum's first pass.
+	if _, err := v.e.pool.Exec(context.Background(), `VACUUM ANALYZE objects`); err != nil {
+		b.Fatal(err)
+	}
+	c := countStatements(b, v)
+	storetest.BenchList(b, v.e, c.n.Load)
+}
