@@ -54,7 +54,7 @@ func WaitForDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) e
 				config.Prefix, pcfg.Host, pcfg.Port, time.Since(start).Round(time.Second), config.Prefix, err)
 		}
 		delay = min(delay, left)
-		log.Warn("waiting for PostgreSQL", "attempt", attempt, "next_in", delay.Round(time.Millisecond), "err", oneLine(err))
+		log.Warn("waiting for PostgreSQL", "attempt", attempt, "next_in", delay.Round(time.Millisecond), "err", Flatten(err))
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for PostgreSQL: %w", ctx.Err())
@@ -84,8 +84,4 @@ func transient(err error) bool {
 	}
 	// No answer from a server at all: refused, reset, unreachable, timed out.
 	return true
-}
-
-func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", " ")
 }

@@ -227,39 +227,6 @@ func TestNewRejectsNegative(t *testing.T) {
 	}
 }
 
-func TestParseBandwidth(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    Bandwidth
-		wantErr bool
-	}{
-		{"", 0, false},
-		{"0", 0, false},
-		{"1048576", 1 << 20, false},
-		{"4MiB", 4 << 20, false},
-		{"4 MiB/s", 4 << 20, false},
-		{"10MB", 10_000_000, false},
-		{"1.5KiB", 1536, false},
-		{"2G", 2 << 30, false},
-		{"512b", 512, false},
-		{"fast", 0, true},
-		{"4XB", 0, true},
-		{"MiB", 0, true},
-		{"-1", 0, true},
-	}
-	for _, tc := range tests {
-		var b Bandwidth
-		err := b.UnmarshalText([]byte(tc.in))
-		if (err != nil) != tc.wantErr {
-			t.Errorf("%q: err %v, wantErr %v", tc.in, err, tc.wantErr)
-			continue
-		}
-		if b != tc.want {
-			t.Errorf("%q = %d, want %d", tc.in, b, tc.want)
-		}
-	}
-}
-
 func TestLargeCopyIntegrity(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 50000) // 800 kB, many quanta
 	g, err := New(Config{Global: 1 << 40, PerRequest: 1 << 40})
