@@ -39,6 +39,7 @@ func TestOperationAccess(t *testing.T) {
 		"DeleteObject": AccessWrite, "CopyObject": AccessWrite, "CreateMultipartUpload": AccessWrite,
 		"UploadPart": AccessWrite, "UploadPartCopy": AccessWrite, "CompleteMultipartUpload": AccessWrite,
 		"AbortMultipartUpload": AccessWrite,
+		"PutBucketCors":        AccessWrite, "DeleteBucketCors": AccessWrite,
 	}
 	for op := range handlers {
 		if _, ok := want[op]; !ok {

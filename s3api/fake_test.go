@@ -44,6 +44,8 @@ type memStore struct {
 	readers      []*memReader
 	// injected is returned by every call when set.
 	injected error
+	// cors holds each bucket's CORS rules (cors_test.go).
+	cors map[string][]store.CORSRule
 }
 
 type memObject struct {

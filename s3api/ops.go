@@ -9,6 +9,9 @@ import (
 // opUnknown names requests no S3 operation matches (unsupported methods).
 const opUnknown = "Unknown"
 
+// opPreflight names a CORS preflight (OPTIONS on a bucket or an object).
+const opPreflight = "OptionsObject"
+
 // subresource is a query parameter that selects a bucket or object
 // configuration API; the operation is the method's verb plus the suffix.
 type subresource struct {
@@ -61,6 +64,9 @@ var verbs = map[string]string{
 // bucket, key (both unescaped, "" when absent), query and headers asks for.
 // Requests that match no operation are "Unknown". Metrics can reuse it.
 func Operation(method, bucket, key string, q url.Values, h http.Header) string {
+	if method == http.MethodOptions && bucket != "" {
+		return opPreflight
+	}
 	verb, ok := verbs[method]
 	if !ok {
 		return opUnknown
@@ -203,7 +209,9 @@ var handlers = map[string]handlerFunc{
 	"GetBucketTagging":                notFoundConfig(notFoundDefault("NoSuchTagSet", "The TagSet does not exist")),
 	"GetBucketPolicy":                 notFoundConfig(notFoundDefault("NoSuchBucketPolicy", "The bucket policy does not exist")),
 	"GetBucketPolicyStatus":           notFoundConfig(notFoundDefault("NoSuchBucketPolicy", "The bucket policy does not exist")),
-	"GetBucketCors":                   notFoundConfig(notFoundDefault("NoSuchCORSConfiguration", "The CORS configuration does not exist")),
+	"GetBucketCors":                   (*api).getBucketCors,
+	"PutBucketCors":                   (*api).putBucketCors,
+	"DeleteBucketCors":                (*api).deleteBucketCors,
 	"GetBucketLifecycleConfiguration": notFoundConfig(notFoundDefault("NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist")),
 	"GetBucketEncryption":             notFoundConfig(notFoundDefault("ServerSideEncryptionConfigurationNotFoundError", "The server side encryption configuration was not found")),
 	"GetObjectLockConfiguration":      notFoundConfig(notFoundDefault("ObjectLockConfigurationNotFoundError", "Object Lock configuration does not exist for this bucket")),

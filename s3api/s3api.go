@@ -307,6 +307,16 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		a.writeError(rq, routeErr)
 		return
 	}
+	if rq.op == opPreflight {
+		if err := a.preflight(rq); err != nil {
+			a.writeError(rq, err)
+		}
+		return
+	}
+	if err := a.corsHeaders(rq); err != nil {
+		a.writeError(rq, err)
+		return
+	}
 	res, err := a.authn.Verify(r)
 	if err != nil {
 		a.writeError(rq, err)

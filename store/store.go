@@ -321,3 +321,21 @@ func checkUploadTarget(key, uploadID string) error {
 	}
 	return nil
 }
+
+// PutBucketCors implements ObjectStore.
+func (s *Store) PutBucketCors(ctx context.Context, bucket string, rules []CORSRule) error {
+	if len(rules) == 0 {
+		return fmt.Errorf("%w: a CORS configuration needs at least one rule", ErrInvalidArgument)
+	}
+	return s.e.PutBucketCors(ctx, bucket, rules)
+}
+
+// GetBucketCors implements ObjectStore.
+func (s *Store) GetBucketCors(ctx context.Context, bucket string) ([]CORSRule, error) {
+	return s.e.GetBucketCors(ctx, bucket)
+}
+
+// DeleteBucketCors implements ObjectStore.
+func (s *Store) DeleteBucketCors(ctx context.Context, bucket string) error {
+	return s.e.DeleteBucketCors(ctx, bucket)
+}

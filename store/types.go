@@ -303,6 +303,29 @@ type ObjectStore interface {
 	AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error
 	ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (ListPartsResult, error)
 	ListMultipartUploads(ctx context.Context, bucket string, p ListUploadsParams) (ListUploadsResult, error)
+
+	// PutBucketCors replaces the bucket's CORS rules (validated by the
+	// caller, at least one). GetBucketCors returns them, or
+	// ErrNoSuchCORSConfiguration; DeleteBucketCors removes them (none is no
+	// error). A missing bucket is ErrNoSuchBucket.
+	PutBucketCors(ctx context.Context, bucket string, rules []CORSRule) error
+	GetBucketCors(ctx context.Context, bucket string) ([]CORSRule, error)
+	DeleteBucketCors(ctx context.Context, bucket string) error
+}
+
+// ErrNoSuchCORSConfiguration is GetBucketCors on a bucket without CORS rules.
+var ErrNoSuchCORSConfiguration = errors.New("no such CORS configuration")
+
+// CORSRule is one rule of a bucket's CORS configuration, as S3 has it. The
+// store keeps the rules as given, in order; s3api validates and matches them.
+type CORSRule struct {
+	ID             string   `json:"id,omitempty"`
+	AllowedOrigins []string `json:"allowed_origins"`
+	AllowedMethods []string `json:"allowed_methods"`
+	AllowedHeaders []string `json:"allowed_headers,omitempty"`
+	ExposeHeaders  []string `json:"expose_headers,omitempty"`
+	// MaxAgeSeconds is nil when the rule sets none.
+	MaxAgeSeconds *int `json:"max_age_seconds,omitempty"`
 }
 
 // Access-key errors (KeyStore).

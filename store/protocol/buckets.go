@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/s3gate/s3gate/store"
@@ -31,4 +32,49 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		return fmt.Errorf("delete bucket %q: %w", name, err)
 	}
 	return nil
+}
+
+// PutBucketCors implements store.ObjectStore: the rules are kept as one
+// JSON document per bucket, which goes with the bucket.
+func (s *Store) PutBucketCors(ctx context.Context, bucket string, rules []store.CORSRule) error {
+	doc, err := json.Marshal(rules)
+	if err != nil {
+		return fmt.Errorf("put bucket cors %q: %w", bucket, err)
+	}
+	return s.setBucketCors(ctx, bucket, doc)
+}
+
+// DeleteBucketCors implements store.ObjectStore.
+func (s *Store) DeleteBucketCors(ctx context.Context, bucket string) error {
+	return s.setBucketCors(ctx, bucket, nil)
+}
+
+func (s *Store) setBucketCors(ctx context.Context, bucket string, doc []byte) error {
+	err := s.dialect.Write(ctx, nil, func(tx Tx) error {
+		if err := tx.BucketExists(ctx, bucket); err != nil {
+			return err
+		}
+		return tx.SetBucketCors(ctx, bucket, doc)
+	})
+	if err != nil {
+		return fmt.Errorf("bucket cors %q: %w", bucket, err)
+	}
+	return nil
+}
+
+// GetBucketCors implements store.ObjectStore. It runs on every request that
+// carries an Origin header, so it is one autocommit statement.
+func (s *Store) GetBucketCors(ctx context.Context, bucket string) ([]store.CORSRule, error) {
+	doc, err := s.dialect.Autocommit().BucketCors(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("get bucket cors %q: %w", bucket, err)
+	}
+	if doc == nil {
+		return nil, fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchCORSConfiguration)
+	}
+	var rules []store.CORSRule
+	if err := json.Unmarshal(doc, &rules); err != nil {
+		return nil, fmt.Errorf("get bucket cors %q: stored document: %w", bucket, err)
+	}
+	return rules, nil
 }

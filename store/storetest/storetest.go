@@ -93,6 +93,7 @@ var tests = []test{
 	{"FailuresLeaveNothing", testFailuresLeaveNothing},
 	{"ConcurrentPuts", testConcurrentPuts},
 	{"ConditionalPutRace", testConditionalPutRace},
+	{"BucketCors", testBucketCors},
 }
 
 // Run runs the suite, each test as a parallel subtest on its own engine from
