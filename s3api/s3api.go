@@ -317,6 +317,13 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		a.writeError(rq, err)
 		return
 	}
+	if rq.op == "PostObject" && rq.key == "" {
+		// A browser form upload carries its signature in the form.
+		if err := a.postObject(rq); err != nil {
+			a.writeError(rq, err)
+		}
+		return
+	}
 	res, err := a.authn.Verify(r)
 	if err != nil {
 		a.writeError(rq, err)
