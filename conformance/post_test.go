@@ -119,69 +119,84 @@ func xmlEscape(s string) string {
 	return b.String()
 }
 
-// TestPostObject posts forms made by the SDKs' presigned-POST helpers with
-// curl on every engine: stored byte-exact, and a file beyond
-// content-length-range refused with nothing stored.
-func TestPostObject(t *testing.T) {
+// TestBrowser covers what web pages use, on every engine: POST forms and
+// CORS.
+func TestBrowser(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, _ combo, gw *testgw.Gateway) {
+		t.Run("post", func(t *testing.T) { postCell(t, gw) })
+		t.Run("cors", func(t *testing.T) { corsCell(t, gw) })
+	})
+}
+
+// TestBrowserDetails runs the detail cases on one engine: the POST policy's
+// cases, and a real browser's CORS.
+func TestBrowserDetails(t *testing.T) {
+	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
+	t.Run("post", func(t *testing.T) { postDetails(t, gw) })
+	t.Run("chromium", func(t *testing.T) { chromiumCORS(t, gw) })
+}
+
+// postCell posts forms made by the SDKs' presigned-POST helpers with curl:
+// stored byte-exact, and a file beyond content-length-range refused with
+// nothing stored.
+func postCell(t *testing.T, gw *testgw.Gateway) {
 	needBinary(t, "curl", "curl")
-	forEachEngine(t, func(t *testing.T, c combo, gw *testgw.Gateway) {
-		sdk := sdkClient(t, gw)
-		bucket := mustBucket(t, sdk, "post")
-		data := storetest.Bytes(7, 300*kib+3) // above the inline knee
-		t.Run("aws-sdk PresignPostObject", func(t *testing.T) {
-			pre, err := s3.NewPresignClient(sdk).PresignPostObject(testCtx(t, time.Minute), &s3.PutObjectInput{
-				Bucket: aws.String(bucket), Key: aws.String("sdk/${filename}"),
-			}, func(o *s3.PresignPostOptions) {
-				o.Expires = 5 * time.Minute
-				o.Conditions = []any{[]any{"starts-with", "$key", "sdk/"}, []any{"content-length-range", 1, len(data)}}
-			})
-			if err != nil {
-				t.Fatalf("PresignPostObject: %v", err)
-			}
-			a := curlPost(t, gw, pre.URL, sortedFields(pre.Values), "photo.bin", data)
-			if a.status != http.StatusNoContent {
-				t.Fatalf("POST: %d %s", a.status, a.body)
-			}
-			wantObject(t, sdk, bucket, "sdk/photo.bin", data)
-			a = curlPost(t, gw, pre.URL, sortedFields(pre.Values), "big.bin", append(data, 'x'))
-			wantPostError(t, a, http.StatusBadRequest, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size")
-			wantNoObject(t, sdk, bucket, "sdk/big.bin")
+	sdk := sdkClient(t, gw)
+	bucket := mustBucket(t, sdk, "post")
+	data := storetest.Bytes(7, 300*kib+3) // above the inline knee
+	t.Run("aws-sdk PresignPostObject", func(t *testing.T) {
+		pre, err := s3.NewPresignClient(sdk).PresignPostObject(testCtx(t, time.Minute), &s3.PutObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String("sdk/${filename}"),
+		}, func(o *s3.PresignPostOptions) {
+			o.Expires = 5 * time.Minute
+			o.Conditions = []any{[]any{"starts-with", "$key", "sdk/"}, []any{"content-length-range", 1, len(data)}}
 		})
-		t.Run("minio PresignedPostPolicy", func(t *testing.T) {
-			mc := minioClient(t, gw)
-			p := minio.NewPostPolicy()
-			for _, err := range []error{p.SetBucket(bucket), p.SetKey("minio/obj"), p.SetExpires(time.Now().UTC().Add(5 * time.Minute)),
-				p.SetContentLengthRange(1, int64(len(data))), p.SetContentType("image/png"), p.SetUserMetadata("color", "blue")} {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			u, form, err := mc.PresignedPostPolicy(testCtx(t, time.Minute), p)
-			if err != nil {
-				t.Fatalf("PresignedPostPolicy: %v", err)
-			}
-			a := curlPost(t, gw, u.String(), sortedFields(form), "ignored.bin", data)
-			if a.status != http.StatusNoContent {
-				t.Fatalf("POST: %d %s", a.status, a.body)
-			}
-			wantObject(t, sdk, bucket, "minio/obj", data)
-			h, err := sdk.HeadObject(testCtx(t, time.Minute), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("minio/obj")})
-			if err != nil || aws.ToString(h.ContentType) != "image/png" || h.Metadata["color"] != "blue" {
-				t.Fatalf("HeadObject: %v, %v %v", err, aws.ToString(h.ContentType), h.Metadata)
-			}
-			p2 := minio.NewPostPolicy()
-			_ = p2.SetBucket(bucket)
-			_ = p2.SetKey("minio/big")
-			_ = p2.SetExpires(time.Now().UTC().Add(5 * time.Minute))
-			_ = p2.SetContentLengthRange(1, 1000)
-			u, form, err = mc.PresignedPostPolicy(testCtx(t, time.Minute), p2)
+		if err != nil {
+			t.Fatalf("PresignPostObject: %v", err)
+		}
+		a := curlPost(t, gw, pre.URL, sortedFields(pre.Values), "photo.bin", data)
+		if a.status != http.StatusNoContent {
+			t.Fatalf("POST: %d %s", a.status, a.body)
+		}
+		wantObject(t, sdk, bucket, "sdk/photo.bin", data)
+		a = curlPost(t, gw, pre.URL, sortedFields(pre.Values), "big.bin", append(data, 'x'))
+		wantPostError(t, a, http.StatusBadRequest, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size")
+		wantNoObject(t, sdk, bucket, "sdk/big.bin")
+	})
+	t.Run("minio PresignedPostPolicy", func(t *testing.T) {
+		mc := minioClient(t, gw)
+		p := minio.NewPostPolicy()
+		for _, err := range []error{p.SetBucket(bucket), p.SetKey("minio/obj"), p.SetExpires(time.Now().UTC().Add(5 * time.Minute)),
+			p.SetContentLengthRange(1, int64(len(data))), p.SetContentType("image/png"), p.SetUserMetadata("color", "blue")} {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a = curlPost(t, gw, u.String(), sortedFields(form), "f", data[:1001])
-			wantPostError(t, a, http.StatusBadRequest, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size")
-			wantNoObject(t, sdk, bucket, "minio/big")
-		})
+		}
+		u, form, err := mc.PresignedPostPolicy(testCtx(t, time.Minute), p)
+		if err != nil {
+			t.Fatalf("PresignedPostPolicy: %v", err)
+		}
+		a := curlPost(t, gw, u.String(), sortedFields(form), "ignored.bin", data)
+		if a.status != http.StatusNoContent {
+			t.Fatalf("POST: %d %s", a.status, a.body)
+		}
+		wantObject(t, sdk, bucket, "minio/obj", data)
+		h, err := sdk.HeadObject(testCtx(t, time.Minute), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("minio/obj")})
+		if err != nil || aws.ToString(h.ContentType) != "image/png" || h.Metadata["color"] != "blue" {
+			t.Fatalf("HeadObject: %v, %v %v", err, aws.ToString(h.ContentType), h.Metadata)
+		}
+		p2 := minio.NewPostPolicy()
+		_ = p2.SetBucket(bucket)
+		_ = p2.SetKey("minio/big")
+		_ = p2.SetExpires(time.Now().UTC().Add(5 * time.Minute))
+		_ = p2.SetContentLengthRange(1, 1000)
+		u, form, err = mc.PresignedPostPolicy(testCtx(t, time.Minute), p2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = curlPost(t, gw, u.String(), sortedFields(form), "f", data[:1001])
+		wantPostError(t, a, http.StatusBadRequest, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size")
+		wantNoObject(t, sdk, bucket, "minio/big")
 	})
 }
 
@@ -210,10 +225,9 @@ func (s postSigner) form(t *testing.T, expiration time.Time, conds []any, extra 
 	return append(f, extra...)
 }
 
-// TestPostObjectDetails runs the policy's cases on one engine.
-func TestPostObjectDetails(t *testing.T) {
+// postDetails runs the POST policy's cases.
+func postDetails(t *testing.T, gw *testgw.Gateway) {
 	needBinary(t, "curl", "curl")
-	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
 	sdk := sdkClient(t, gw)
 	bucket := mustBucket(t, sdk, "postd")
 	u := gw.Endpoint + "/" + bucket

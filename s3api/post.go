@@ -330,6 +330,9 @@ func (a *api) postObject(rq *request) error {
 		return errAccessDenied // anonymous, as every anonymous request
 	}
 	rq.accessKey = ak
+	if err := errors.Join(checkTextParams(rq.q), checkExpectedOwner(rq)); err != nil {
+		return err
+	}
 	key, ok := fields["key"]
 	if !ok {
 		return errInvalidArgument.withMessage("Bucket POST must contain a field named 'key'.  If it is specified, please check the order of the fields.")

@@ -33,6 +33,10 @@ func (t *txn) SetBucketCors(ctx context.Context, bucket string, doc []byte) erro
 		_, err = t.q.Exec(ctx, `INSERT INTO bucket_cors (bucket, rules) VALUES ($1, $2::jsonb)
 			ON CONFLICT (bucket) DO UPDATE SET rules = EXCLUDED.rules, updated_at = clock_timestamp()`, bucket, string(doc))
 	}
+	if isFKViolation(err, "bucket_cors_bucket_fkey") {
+		// The bucket was deleted after BucketExists saw it.
+		return fmt.Errorf("write bucket cors: %w", store.ErrNoSuchBucket)
+	}
 	if err != nil {
 		return fmt.Errorf("write bucket cors: %w", mapErr(err))
 	}

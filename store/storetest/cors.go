@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/s3gate/s3gate/store"
@@ -71,6 +73,40 @@ func testBucketCors(t *testing.T, v *Env) {
 	} {
 		if err := call(); !errors.Is(err, store.ErrNoSuchBucket) {
 			t.Errorf("%s on a missing bucket: %v, want ErrNoSuchBucket", name, err)
+		}
+	}
+}
+
+// testBucketCorsRace races PutBucketCors with DeleteBucket: each either
+// succeeds or finds no bucket (never another error), and rules never outlive
+// their bucket.
+func testBucketCorsRace(t *testing.T, v *Env) {
+	ctx := context.Background()
+	st := v.Store
+	rules := []store.CORSRule{{AllowedOrigins: []string{"*"}, AllowedMethods: []string{"GET"}}}
+	for i := range 40 {
+		name := fmt.Sprintf("cors-race-%d", i)
+		if err := st.CreateBucket(ctx, name, ""); err != nil {
+			t.Fatalf("CreateBucket: %v", err)
+		}
+		var putErr, delErr error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() { <-start; putErr = st.PutBucketCors(ctx, name, rules) })
+		wg.Go(func() { <-start; delErr = st.DeleteBucket(ctx, name) })
+		close(start)
+		wg.Wait()
+		if delErr != nil {
+			t.Fatalf("DeleteBucket racing PutBucketCors: %v", delErr)
+		}
+		if putErr != nil && !errors.Is(putErr, store.ErrNoSuchBucket) {
+			t.Fatalf("PutBucketCors racing DeleteBucket: %v, want success or ErrNoSuchBucket", putErr)
+		}
+		if err := st.CreateBucket(ctx, name, ""); err != nil {
+			t.Fatalf("CreateBucket again: %v", err)
+		}
+		if _, err := st.GetBucketCors(ctx, name); !errors.Is(err, store.ErrNoSuchCORSConfiguration) {
+			t.Fatalf("rules outlived their bucket: GetBucketCors = %v", err)
 		}
 	}
 }

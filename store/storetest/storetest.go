@@ -94,6 +94,7 @@ var tests = []test{
 	{"ConcurrentPuts", testConcurrentPuts},
 	{"ConditionalPutRace", testConditionalPutRace},
 	{"BucketCors", testBucketCors},
+	{"BucketCorsRace", testBucketCorsRace},
 }
 
 // Run runs the suite, each test as a parallel subtest on its own engine from
