@@ -3,7 +3,8 @@ package conformance
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/md5" //nolint:gosec // S3 ETags are MD5
+	"crypto/md5"  //nolint:gosec // S3 ETags are MD5
+	"crypto/sha1" //nolint:gosec // SigV2 is defined on HMAC-SHA1
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -290,6 +291,20 @@ func postDetails(t *testing.T, gw *testgw.Gateway) {
 		})
 	}
 
+	t.Run("SigV2", func(t *testing.T) {
+		doc := fmt.Sprintf(`{"expiration":%q,"conditions":[["starts-with","$key","up/"]]}`, later.UTC().Format(time.RFC3339))
+		policy := base64.StdEncoding.EncodeToString([]byte(doc))
+		m := hmac.New(sha1.New, []byte(gw.SecretKey))
+		m.Write([]byte(policy))
+		fields := [][2]string{{"key", "up/v2"}, {"AWSAccessKeyId", gw.AccessKey}, {"policy", policy},
+			{"signature", base64.StdEncoding.EncodeToString(m.Sum(nil))}}
+		if a := curlPost(t, gw, u, fields, "f", data); a.status != http.StatusNoContent {
+			t.Fatalf("POST: %d %s", a.status, a.body)
+		}
+		wantObject(t, sdk, bucket, "up/v2", data)
+		fields[3][1] = base64.StdEncoding.EncodeToString(make([]byte, sha1.Size))
+		wantPostError(t, curlPost(t, gw, u, fields, "f", data), http.StatusForbidden, "SignatureDoesNotMatch", "")
+	})
 	t.Run("201 PostResponse", func(t *testing.T) {
 		a := curlPost(t, gw, u, s.form(t, later, []any{keyAny, []any{"eq", "$success_action_status", "201"}},
 			[2]string{"key", "up/201 x"}, [2]string{"success_action_status", "201"}), "f", data)
