@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"cmp"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ var corsMethods = []string{http.MethodGet, http.MethodPut, http.MethodPost, http
 var (
 	errCORSForbidden = &apiError{"AccessForbidden", http.StatusForbidden, "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec."}
 	errCORSDisabled  = &apiError{"AccessForbidden", http.StatusForbidden, "CORSResponse: CORS is not enabled for this bucket."}
+	errCORSNoBucket  = &apiError{"AccessForbidden", http.StatusForbidden, "CORSResponse: Bucket not found"}
 	errCORSNoOrigin  = &apiError{"BadRequest", http.StatusBadRequest, "Insufficient information. Origin request header needed."}
 	errCORSNoMethod  = &apiError{"BadRequest", http.StatusBadRequest, "Invalid Access-Control-Request-Method: null"}
 	errNoSuchCORS    = notFoundDefault("NoSuchCORSConfiguration", "The CORS configuration does not exist")
@@ -113,7 +115,7 @@ func (a *api) putBucketCors(rq *request) error {
 func (a *api) getBucketCors(rq *request) error {
 	rules, err := a.st.GetBucketCors(rq.ctx, rq.bucket)
 	if errors.Is(err, store.ErrNoSuchCORSConfiguration) {
-		return errNoSuchCORS
+		return withDetails(errNoSuchCORS, "BucketName", rq.bucket)
 	}
 	if err != nil {
 		return fmt.Errorf("get bucket cors %q: %w", rq.bucket, err)
@@ -200,30 +202,38 @@ func requestedHeaders(r *http.Request) []string {
 	return out
 }
 
-// preflight answers an OPTIONS request, unauthenticated as on S3.
+// preflight answers an OPTIONS request, unauthenticated as on S3, in S3's
+// order: Origin, the bucket and its rules, the requested method, a rule.
+// Its refusals name the method (OPTIONS when none was asked for) and
+// whether rules were evaluated for an object.
 func (a *api) preflight(rq *request) error {
 	origin := rq.r.Header.Get("Origin")
 	if origin == "" {
 		return errCORSNoOrigin
 	}
 	method := rq.r.Header.Get("Access-Control-Request-Method")
-	if method == "" {
-		return errCORSNoMethod
-	}
-	if !slices.Contains(corsMethods, method) {
-		return errCORSNoMethod.withMessage("Invalid Access-Control-Request-Method: " + method)
+	refuse := func(e *apiError, resource string) error {
+		return withDetails(e, "Method", cmp.Or(method, http.MethodOptions), "ResourceType", resource)
 	}
 	rules, err := a.st.GetBucketCors(rq.ctx, rq.bucket)
-	if errors.Is(err, store.ErrNoSuchCORSConfiguration) {
-		return errCORSDisabled
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNoSuchBucket):
+		return refuse(errCORSNoBucket, "BUCKET")
+	case errors.Is(err, store.ErrNoSuchCORSConfiguration):
+		return refuse(errCORSDisabled, "BUCKET")
+	case err != nil:
 		return fmt.Errorf("preflight %q: %w", rq.bucket, err)
+	case method == "":
+		return errCORSNoMethod
 	}
 	headers := requestedHeaders(rq.r)
 	r, pattern := corsMatch(rules, origin, method, headers)
 	if r == nil {
-		return errCORSForbidden
+		resource := "OBJECT"
+		if rq.key == "" {
+			resource = "BUCKET"
+		}
+		return refuse(errCORSForbidden, resource)
 	}
 	h := rq.w.Header()
 	setCORSHeaders(h, r, pattern, origin)
@@ -250,7 +260,10 @@ func (a *api) corsHeaders(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("cors rules of %q: %w", rq.bucket, err)
 	}
-	if r, pattern := corsMatch(rules, origin, rq.r.Method, nil); r != nil {
+	// As on S3, an actual request that names a method in
+	// Access-Control-Request-Method is matched by that method.
+	method := cmp.Or(rq.r.Header.Get("Access-Control-Request-Method"), rq.r.Method)
+	if r, pattern := corsMatch(rules, origin, method, nil); r != nil {
 		setCORSHeaders(rq.w.Header(), r, pattern, origin)
 	}
 	return nil

@@ -172,9 +172,17 @@ func TestPreflight(t *testing.T) {
 		{"method not allowed", "/bkt/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "DELETE"}, 403, "AccessForbidden", nil},
 		{"no origin", "/bkt/k", map[string]string{"Access-Control-Request-Method": "GET"}, 400, "BadRequest", nil},
 		{"no method", "/bkt/k", map[string]string{"Origin": "http://elsewhere"}, 400, "BadRequest", nil},
-		{"unknown method", "/bkt/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "PATCH"}, 400, "BadRequest", nil},
+		{"unknown method", "/bkt/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "PATCH"}, 403, "AccessForbidden", nil},
 		{"bucket without rules", "/plain/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "GET"}, 403, "AccessForbidden", nil},
-		{"no bucket", "/nobkt/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "GET"}, 404, "NoSuchBucket", nil},
+		{"refusal details", "/bkt/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "PUT"}, 403, "AccessForbidden",
+			map[string]string{"body": "<Method>PUT</Method><ResourceType>OBJECT</ResourceType>"}},
+		{"bucket without rules, origin alone", "/plain", map[string]string{"Origin": "http://elsewhere"}, 403, "AccessForbidden",
+			map[string]string{"body": "<Message>CORSResponse: CORS is not enabled for this bucket.</Message>"}},
+		{"bucket without rules, details", "/plain", map[string]string{"Origin": "http://elsewhere"}, 403, "AccessForbidden",
+			map[string]string{"body": "<Method>OPTIONS</Method><ResourceType>BUCKET</ResourceType>"}},
+		{"no bucket, message", "/nobkt", map[string]string{"Origin": "http://elsewhere"}, 403, "AccessForbidden",
+			map[string]string{"body": "<Message>CORSResponse: Bucket not found</Message>"}},
+		{"no bucket", "/nobkt/k", map[string]string{"Origin": "http://elsewhere", "Access-Control-Request-Method": "GET"}, 403, "AccessForbidden", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,8 +197,11 @@ func TestPreflight(t *testing.T) {
 			if tt.code == "AccessForbidden" && tt.target == "/bkt/k" && !strings.Contains(w.Body.String(), strings.ReplaceAll(errCORSForbidden.Message, "'", "&#39;")) {
 				t.Fatalf("body %s lacks S3's message", w.Body)
 			}
+			if d, ok := tt.want["body"]; ok && !strings.Contains(w.Body.String(), d) {
+				t.Fatalf("body %s lacks %s", w.Body, d)
+			}
 			for k, v := range tt.want {
-				if got := w.Header().Get(k); got != v {
+				if got := w.Header().Get(k); k != "body" && got != v {
 					t.Errorf("%s = %q, want %q", k, got, v)
 				}
 			}
@@ -220,6 +231,7 @@ func TestCORSActualResponse(t *testing.T) {
 		{"refused signature from the origin", "GET", "/bkt/k", "http://page.test", "anonymous", 403, "http://page.test"},
 		{"PUT from the origin", "PUT", "/bkt/k2", "http://page.test", "", 200, "http://page.test"},
 		{"HEAD is not allowed", "HEAD", "/bkt/k", "http://page.test", "", 200, ""},
+		{"Access-Control-Request-Method decides", "GET", "/bkt/k", "http://page.test", "", 200, ""},
 		{"other origin", "GET", "/bkt/k", "http://other.test", "", 200, ""},
 		{"no origin", "GET", "/bkt/k", "", "", 200, ""},
 		{"missing bucket", "GET", "/nobkt/k", "http://page.test", "", 404, ""},
@@ -232,6 +244,9 @@ func TestCORSActualResponse(t *testing.T) {
 			}
 			if tt.auth != "" {
 				hdr["X-Fake-Auth"] = tt.auth
+			}
+			if tt.name == "Access-Control-Request-Method decides" {
+				hdr["Access-Control-Request-Method"] = "DELETE"
 			}
 			w := e.do(req{method: tt.method, target: tt.target, hdr: hdr, body: map[bool]string{true: "data"}[tt.method == "PUT"]})
 			if w.Code != tt.status {
@@ -263,6 +278,7 @@ func TestBucketCorsAPI(t *testing.T) {
 		want   string
 	}{
 		{"GET", nil, "", 404, "<Code>NoSuchCORSConfiguration</Code>"},
+		{"GET", nil, "", 404, "<BucketName>bkt</BucketName>"},
 		{"PUT", nil, body, 400, "Content-MD5"},
 		{"PUT", map[string]string{"Content-MD5": b64md5(body)}, body, 200, ""},
 		{"GET", nil, "", 200, "<CORSRule><ID>r</ID><AllowedHeader>*</AllowedHeader><AllowedMethod>GET</AllowedMethod><AllowedOrigin>*</AllowedOrigin><MaxAgeSeconds>5</MaxAgeSeconds></CORSRule>"},

@@ -202,6 +202,34 @@ func authDetails(err error) []errorDetail {
 	return out
 }
 
+// detailedError is an S3 error whose body carries extra elements (the
+// CORS refusals' Method and ResourceType, NoSuchCORSConfiguration's
+// BucketName).
+type detailedError struct {
+	*apiError
+	details []errorDetail
+}
+
+func (d *detailedError) Unwrap() error { return d.apiError }
+
+// withDetails adds elements, given as name, value pairs, to e's body.
+func withDetails(e *apiError, nameValues ...string) error {
+	d := &detailedError{apiError: e}
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		d.details = append(d.details, errorDetail{XMLName: xml.Name{Local: nameValues[i]}, Value: nameValues[i+1]})
+	}
+	return d
+}
+
+// apiDetails are the extra elements of a detailedError, nil for others.
+func apiDetails(err error) []errorDetail {
+	var d *detailedError
+	if errors.As(err, &d) {
+		return d.details
+	}
+	return nil
+}
+
 // writeError answers err. HEAD answers and 304 carry no body.
 func (a *api) writeError(rq *request, err error) {
 	if rq.idle.TimedOut() {
@@ -228,7 +256,7 @@ func (a *api) writeError(rq *request, err error) {
 		return
 	}
 	body, mErr := xml.Marshal(errorBody{Code: e.Code, Message: e.Message, Resource: rq.r.URL.Path, RequestID: rq.id,
-		Details: authDetails(err)})
+		Details: append(authDetails(err), apiDetails(err)...)})
 	if mErr != nil {
 		// Cannot happen with string fields; answer without a body rather than lie.
 		rq.w.WriteHeader(e.Status)
