@@ -36,14 +36,15 @@ type PostVerifier interface {
 }
 
 // maxPostPreData caps the bytes of the form before the file part (its
-// fields and part headers). S3's own limit is about 20 KB.
-const maxPostPreData = 64 << 10
+// fields and part headers), as S3's 20 KB limit does.
+const maxPostPreData = 20 << 10
 
 var (
-	errPostNotForm    = &apiError{"PreconditionFailed", http.StatusPreconditionFailed, "Bucket POST must be of the enclosure-type multipart/form-data"}
+	errPostNotForm = withDetails(&apiError{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold"},
+		"Condition", "Bucket POST must be of the enclosure-type multipart/form-data")
 	errPostMalformed  = &apiError{"MalformedPOSTRequest", http.StatusBadRequest, "The body of your POST request is not well-formed multipart/form-data."}
 	errPostPreData    = &apiError{"MaxPostPreDataLengthExceededError", http.StatusBadRequest, "Your POST request fields preceding the upload file were too large."}
-	errPostNoFile     = &apiError{"InvalidArgument", http.StatusBadRequest, "POST requires exactly one file upload per request."}
+	errPostNoFile     = &apiError{"IncorrectNumberOfFilesInPostRequest", http.StatusBadRequest, "POST requires exactly one file upload per request."}
 	errPostTooLarge   = &apiError{"EntityTooLarge", http.StatusBadRequest, "Your proposed upload exceeds the maximum allowed size"}
 	errPostTooSmall   = &apiError{"EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed size"}
 	errPolicyExpired  = errAccessDenied.withMessage("Invalid according to Policy: Policy expired.")

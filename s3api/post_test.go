@@ -79,8 +79,8 @@ func TestPostObjectHandler(t *testing.T) {
 	}{
 		{"stored", good(), "data", "", "", 204, "", "", "k"},
 		{"fields after the file are not read", good(), "data", "", "", 204, "", "", "k"},
-		{"not a form", good(), "data", "application/octet-stream", "", 412, "PreconditionFailed", "", ""},
-		{"no file", good(), "\x00", "", "", 400, "InvalidArgument", "POST requires exactly one file upload per request.", ""},
+		{"not a form", good(), "data", "application/octet-stream", "", 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", ""},
+		{"no file", good(), "\x00", "", "", 400, "IncorrectNumberOfFilesInPostRequest", "POST requires exactly one file upload per request.", ""},
 		{"fields beyond the cap", good([2]string{"x-ignore-pad", strings.Repeat("p", maxPostPreData)}), "data", "", "", 400,
 			"MaxPostPreDataLengthExceededError", "", ""},
 		{"not multipart inside", nil, "", "multipart/form-data; boundary=xyz", "--xyz\r\nno headers end", 400, "MalformedPOSTRequest", "", ""},
@@ -149,5 +149,15 @@ func TestPostObjectAuthorized(t *testing.T) {
 		if w := e.do(req{method: "POST", target: "/" + tt.bucket, body: body, hdr: map[string]string{"Content-Type": ct}}); w.Code != tt.status {
 			t.Errorf("POST by %s to %s: %d %s, want %d", tt.key, tt.bucket, w.Code, w.Body, tt.status)
 		}
+	}
+}
+
+func TestPostObjectNotAForm(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.mustBucket("bkt")
+	w := e.do(req{method: "POST", target: "/bkt", body: "key=k", hdr: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
+	if w.Code != http.StatusPreconditionFailed ||
+		!strings.Contains(w.Body.String(), "<Condition>Bucket POST must be of the enclosure-type multipart/form-data</Condition>") {
+		t.Fatalf("POST of a urlencoded form: %d %s", w.Code, w.Body)
 	}
 }
