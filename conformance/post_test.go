@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/md5"  //nolint:gosec // S3 ETags are MD5
@@ -12,6 +13,9 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -132,8 +136,10 @@ func TestBrowser(t *testing.T) {
 // TestBrowserDetails runs the detail cases on one engine: the POST policy's
 // cases, and a real browser's CORS.
 func TestBrowserDetails(t *testing.T) {
-	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
+	// A short idle timeout for the stalled form; nothing else here waits.
+	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded, Env: []string{"S3GATE_READ_IDLE_TIMEOUT=2s"}})
 	t.Run("post", func(t *testing.T) { postDetails(t, gw) })
+	t.Run("post stalled", func(t *testing.T) { postStalled(t, gw) })
 	t.Run("chromium", func(t *testing.T) { chromiumCORS(t, gw) })
 }
 
@@ -344,4 +350,55 @@ func md5sum(b []byte) []byte {
 func sha256b64(b []byte) string {
 	s := sha256.Sum256(b)
 	return base64.StdEncoding.EncodeToString(s[:])
+}
+
+// postStalled sends a form whose file stops arriving: the idle timeout ends
+// it with 400 RequestTimeout, and nothing is stored.
+func postStalled(t *testing.T, gw *testgw.Gateway) {
+	if testgw.External() {
+		t.Skip("needs the in-process gateway's short idle timeout")
+	}
+	sdk := sdkClient(t, gw)
+	bucket := mustBucket(t, sdk, "poststall")
+	s := postSigner{gw: gw, now: time.Now()}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	for _, f := range s.form(t, time.Now().Add(10*time.Minute), []any{[]any{"starts-with", "$key", ""}}, [2]string{"key", "stalled"}) {
+		if err := mw.WriteField(f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fw, err := mw.CreateFormFile("file", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write(storetest.Bytes(3, 700*kib)) // past the inline knee: staging has begun
+	u, err := url.Parse(gw.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The declared length promises more than is sent; then the client stalls.
+	fmt.Fprintf(conn, "POST /%s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		bucket, u.Host, mw.FormDataContentType(), form.Len()+1<<20)
+	if _, err := conn.Write(form.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to the stalled form: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "<Code>RequestTimeout</Code>") {
+		t.Fatalf("stalled form: %d %s, want 400 RequestTimeout", res.StatusCode, body)
+	}
+	wantNoObject(t, sdk, bucket, "stalled")
 }

@@ -35,8 +35,10 @@ type PostVerifier interface {
 	VerifyPost(r *http.Request, fields map[string]string) (string, error)
 }
 
-// maxPostPreData caps the bytes of the form before the file part (its
-// fields and part headers), as S3's 20 KB limit does.
+// maxPostPreData caps the names and values of the fields before the file,
+// as S3's 20 KB limit does. The bytes read before the file part (part
+// headers, boundaries and the multipart reader's read-ahead included) are
+// capped at twice that.
 const maxPostPreData = 20 << 10
 
 var (
@@ -250,13 +252,14 @@ func readPostForm(rq *request, lim *preDataLimit) (map[string]string, *multipart
 	}
 	mr := multipart.NewReader(rq.body, params["boundary"])
 	fields := map[string]string{}
+	size := 0
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			return nil, nil, errPostNoFile
 		}
 		if err != nil {
-			return nil, nil, postReadError(err)
+			return nil, nil, postReadError(lim, err)
 		}
 		name := strings.ToLower(part.FormName())
 		if name == "file" {
@@ -265,18 +268,25 @@ func readPostForm(rq *request, lim *preDataLimit) (map[string]string, *multipart
 		}
 		v, err := io.ReadAll(part)
 		if err != nil {
-			return nil, nil, postReadError(err)
+			return nil, nil, postReadError(lim, err)
 		}
 		if _, dup := fields[name]; dup || name == "" {
 			return nil, nil, errInvalidArgument.withMessage("POST requires exactly one value for each form field: " + name)
+		}
+		if size += len(name) + len(v); size > maxPostPreData {
+			return nil, nil, errPostPreData
 		}
 		fields[name] = string(v)
 	}
 }
 
-// postReadError keeps the body's own errors (the pre-data cap, a timeout, a
-// client gone) and calls anything else malformed.
-func postReadError(err error) error {
+// postReadError keeps the body's own errors (the pre-data cap, which the
+// multipart reader may not pass on as it got it; a timeout; a client gone)
+// and calls anything else malformed.
+func postReadError(lim *preDataLimit, err error) error {
+	if lim.left <= 0 {
+		return fmt.Errorf("%w: %v", errPostPreData, err) //nolint:errorlint // the parse detail is for logs only
+	}
 	var ae *apiError
 	if errors.As(err, &ae) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("read POST form: %w", err)
@@ -313,7 +323,7 @@ type postResponse struct {
 // postObject serves PostObject. It runs before authentication: the form
 // carries its own.
 func (a *api) postObject(rq *request) error {
-	lim := &preDataLimit{r: rq.r.Body, left: maxPostPreData}
+	lim := &preDataLimit{r: rq.r.Body, left: 2 * maxPostPreData}
 	rq.body.r = lim
 	fields, file, err := readPostForm(rq, lim)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"mime/multipart"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +83,10 @@ func TestPostObjectHandler(t *testing.T) {
 		{"not a form", good(), "data", "application/octet-stream", "", 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", ""},
 		{"no file", good(), "\x00", "", "", 400, "IncorrectNumberOfFilesInPostRequest", "POST requires exactly one file upload per request.", ""},
 		{"fields beyond the cap", good([2]string{"x-ignore-pad", strings.Repeat("p", maxPostPreData)}), "data", "", "", 400,
+			"MaxPostPreDataLengthExceededError", "", ""},
+		{"fields up to the cap", good([2]string{"x-ignore-pad", strings.Repeat("p", maxPostPreData-200)}), strings.Repeat("f", 64<<10), "", "", 204,
+			"", "", "k"},
+		{"part headers beyond the cap", good(emptyFields(800)...), "data", "", "", 400,
 			"MaxPostPreDataLengthExceededError", "", ""},
 		{"not multipart inside", nil, "", "multipart/form-data; boundary=xyz", "--xyz\r\nno headers end", 400, "MalformedPOSTRequest", "", ""},
 		{"anonymous", [][2]string{{"key", "k"}}, "data", "", "", 403, "AccessDenied", "Access Denied", ""},
@@ -160,4 +165,14 @@ func TestPostObjectNotAForm(t *testing.T) {
 		!strings.Contains(w.Body.String(), "<Condition>Bucket POST must be of the enclosure-type multipart/form-data</Condition>") {
 		t.Fatalf("POST of a urlencoded form: %d %s", w.Code, w.Body)
 	}
+}
+
+// emptyFields are n fields with short names and no values: mostly part
+// headers.
+func emptyFields(n int) [][2]string {
+	out := make([][2]string, n)
+	for i := range out {
+		out[i] = [2]string{"x-ignore-" + strconv.Itoa(i), ""}
+	}
+	return out
 }
