@@ -150,7 +150,7 @@ func postCell(t *testing.T, gw *testgw.Gateway) {
 	needBinary(t, "curl", "curl")
 	sdk := sdkClient(t, gw)
 	bucket := mustBucket(t, sdk, "post")
-	data := storetest.Bytes(7, 300*kib+3) // above the inline knee
+	data := storetest.Bytes(7, 2*mib+3) // above the 512 KiB inline knee: staged by the large engine
 	t.Run("aws-sdk PresignPostObject", func(t *testing.T) {
 		pre, err := s3.NewPresignClient(sdk).PresignPostObject(testCtx(t, time.Minute), &s3.PutObjectInput{
 			Bucket: aws.String(bucket), Key: aws.String("sdk/${filename}"),
@@ -372,7 +372,7 @@ func postStalled(t *testing.T, gw *testgw.Gateway) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw.Write(storetest.Bytes(3, 700*kib)) // past the inline knee: staging has begun
+	fw.Write(storetest.Bytes(3, 700*kib)) // past the 512 KiB inline knee: staging has begun
 	u, err := url.Parse(gw.Endpoint)
 	if err != nil {
 		t.Fatal(err)
