@@ -84,7 +84,7 @@ func testBucketCorsRace(t *testing.T, v *Env) {
 	ctx := context.Background()
 	st := v.Store
 	rules := []store.CORSRule{{AllowedOrigins: []string{"*"}, AllowedMethods: []string{"GET"}}}
-	for i := range 40 {
+	for i := range 25 {
 		name := fmt.Sprintf("cors-race-%d", i)
 		if err := st.CreateBucket(ctx, name, ""); err != nil {
 			t.Fatalf("CreateBucket: %v", err)
