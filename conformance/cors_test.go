@@ -226,7 +226,7 @@ func chromiumCORS(t *testing.T, gw *testgw.Gateway) {
 	bctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(bctx, "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-extensions", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=30000", "--dump-dom", page.URL)
+		"--disable-extensions", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=30000", "--dump-dom", page.URL)
 	dom, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
