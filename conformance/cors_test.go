@@ -229,6 +229,10 @@ func chromiumCORS(t *testing.T, gw *testgw.Gateway) {
 		"--disable-extensions", "--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=30000", "--dump-dom", page.URL)
 	dom, err := cmd.Output()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("chromium: %v\nstderr: %.4000s", err, ee.Stderr)
+		}
 		t.Fatalf("chromium: %v", err)
 	}
 	m := regexp.MustCompile(`<pre id="out">(.*?)</pre>`).FindSubmatch(dom)
