@@ -38,7 +38,8 @@ func TestOperationAccess(t *testing.T) {
 		"PutBucketAcl": AccessWrite, "PutObjectAcl": AccessWrite, "PutObject": AccessWrite,
 		"DeleteObject": AccessWrite, "CopyObject": AccessWrite, "CreateMultipartUpload": AccessWrite,
 		"UploadPart": AccessWrite, "UploadPartCopy": AccessWrite, "CompleteMultipartUpload": AccessWrite,
-		"AbortMultipartUpload": AccessWrite,
+		"AbortMultipartUpload": AccessWrite, "PutBucketPolicy": AccessWrite, "DeleteBucketPolicy": AccessWrite,
+		"PutPublicAccessBlock": AccessWrite, "DeletePublicAccessBlock": AccessWrite,
 	}
 	for op := range handlers {
 		if _, ok := want[op]; !ok {
