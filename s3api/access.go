@@ -44,6 +44,8 @@ type access struct {
 	// configs is nil on a store that keeps no bucket configuration: then
 	// no bucket has a policy, and Block Public Access is the default.
 	configs store.BucketConfigStore
+	// st answers whether a bucket exists when configs cannot.
+	st store.ObjectStore
 	// blockPublic is the gateway-wide default of Block Public Access for a
 	// bucket that never had its own set (Config.BlockPublicAccess).
 	blockPublic bool
@@ -107,6 +109,13 @@ func (ac *access) authorize(rq *request) error {
 				return fmt.Errorf("bucket policy of %q: %w", rq.bucket, err)
 			}
 		}
+	}
+	if rq.bucket != "" && rq.op != "CreateBucket" && ac.configs == nil {
+		_, err := ac.st.HeadBucket(rq.ctx, rq.bucket)
+		if err != nil && !errors.Is(err, store.ErrNoSuchBucket) {
+			return fmt.Errorf("bucket %q: %w", rq.bucket, err)
+		}
+		missing = err != nil
 	}
 	var err error
 	if g.bpa, _, err = ac.effectiveBPA(cfgs); err != nil {
@@ -217,7 +226,7 @@ func (a *api) allowKey(rq *request, key string) error {
 	return rq.grant.decide("DeleteObject", rq.bucket, key)
 }
 
-// publicACLs are the canned ACLs that decision to everyone or to every
+// publicACLs are the canned ACLs that grant to everyone or to every
 // authenticated AWS user: AWS's public ACLs.
 var publicACLs = map[string]bool{"public-read": true, "public-read-write": true, "authenticated-read": true}
 
@@ -234,7 +243,7 @@ func checkPublicACL(rq *request, bpa publicAccessBlock, missing bool) error {
 	h := rq.r.Header
 	public := publicACLs[h.Get("x-amz-acl")]
 	for name, vals := range h {
-		if strings.HasPrefix(strings.ToLower(name), "x-amz-decision-") {
+		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
 			for _, v := range vals {
 				public = public || slices.ContainsFunc(publicGrantees, func(u string) bool { return strings.Contains(v, u) })
 			}

@@ -118,7 +118,7 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 	}
 	a := &api{cfg: cfg, st: st, authn: authn, log: log}
 	if cfg.Identities != nil {
-		a.access = &access{ids: cfg.Identities, blockPublic: cfg.BlockPublicAccess}
+		a.access = &access{ids: cfg.Identities, blockPublic: cfg.BlockPublicAccess, st: st}
 		a.access.configs, _ = st.(store.BucketConfigStore)
 	}
 	a.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
