@@ -7,7 +7,7 @@ type Scope int
 
 // Scopes of actions.
 const (
-	// ScopeService: no bucket (ListAllMyBuckets); its resource is "*".
+	// ScopeService: no bucket (ListAllMyBuckets).
 	ScopeService Scope = iota
 	// ScopeBucket: the bucket, arn:aws:s3:::bucket.
 	ScopeBucket
@@ -162,13 +162,14 @@ func ActionOf(operation string) (action string, scope Scope, ok bool) {
 	return a, opScope(operation), ok
 }
 
-// Resource is the ARN a request is checked against: "*" for ScopeService,
-// arn:aws:s3:::bucket for ScopeBucket, arn:aws:s3:::bucket/key for
-// ScopeObject.
+// Resource is the ARN a request is checked against: arn:aws:s3:::* for
+// ScopeService (which both "*" and "arn:aws:s3:::*" match, as policies for
+// ListAllMyBuckets write it), arn:aws:s3:::bucket for ScopeBucket,
+// arn:aws:s3:::bucket/key for ScopeObject.
 func Resource(scope Scope, bucket, key string) string {
 	switch scope {
 	case ScopeService:
-		return "*"
+		return arnPrefix + "*"
 	case ScopeBucket:
 		return arnPrefix + bucket
 	}

@@ -61,6 +61,20 @@ func TestConditions(t *testing.T) {
 			ctx("aws:useragent", "aws-sdk-go-v2/1.0"), ctx("aws:useragent", "curl/8.5.0")},
 		{"UserAgent IgnoreCase", `{"StringEqualsIgnoreCase":{"aws:UserAgent":"MyApp"}}`,
 			ctx("aws:useragent", "myapp"), ctx("aws:useragent", "other")},
+		{"StringNotEqualsIgnoreCase", `{"StringNotEqualsIgnoreCase":{"aws:UserAgent":"BadBot"}}`,
+			ctx("aws:useragent", "goodbot"), ctx("aws:useragent", "badbot")},
+		{"NumericEquals", `{"NumericEquals":{"s3:max-keys":"100"}}`,
+			ctx("s3:max-keys", "100"), ctx("s3:max-keys", "99")},
+		{"NumericLessThanEquals", `{"NumericLessThanEquals":{"s3:max-keys":"100"}}`,
+			ctx("s3:max-keys", "100"), ctx("s3:max-keys", "101")},
+		{"NumericGreaterThanEquals", `{"NumericGreaterThanEquals":{"s3:max-keys":"100"}}`,
+			ctx("s3:max-keys", "100"), ctx("s3:max-keys", "99")},
+		{"max-keys not a number", `{"NumericLessThan":{"s3:max-keys":"100"}}`,
+			ctx("s3:max-keys", "5"), ctx("s3:max-keys", "many")},
+		{"DateEquals", `{"DateEquals":{"aws:CurrentTime":"2024-01-01T00:00:00Z"}}`,
+			ctx("aws:currenttime", "2024-01-01T00:00:00Z"), ctx("aws:currenttime", "2024-01-01T00:00:01Z")},
+		{"DateNotEquals epoch", `{"DateNotEquals":{"aws:CurrentTime":"1704067200"}}`,
+			ctx("aws:currenttime", "2024-01-01T00:00:01Z"), ctx("aws:currenttime", "2024-01-01T00:00:00Z")},
 		{"PrincipalType", `{"StringEquals":{"aws:PrincipalType":"Anonymous"}}`,
 			ctx("aws:principaltype", "Anonymous"), ctx("aws:principaltype", "User")},
 		{"prefix and delimiter (AWS example)", `{"StringEquals":{"s3:prefix":["","home/"],"s3:delimiter":["/"]}}`,
@@ -165,7 +179,8 @@ func TestEvaluate(t *testing.T) {
 }
 
 func TestIdentityPolicy(t *testing.T) {
-	p, err := Parse([]byte(`{"Version":"2012-10-17","Statement":{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::*/uploads/*"}}`), Identity, "")
+	p, err := Parse([]byte(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::*/uploads/*"},
+		{"Effect":"Allow","Action":"s3:ListAllMyBuckets","Resource":"arn:aws:s3:::*"}]}`), Identity, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,12 +189,25 @@ func TestIdentityPolicy(t *testing.T) {
 		want             Decision
 	}{
 		{"s3:PutObject", "arn:aws:s3:::any/uploads/x", Allowed},
+		{"s3:ListAllMyBuckets", Resource(ScopeService, "", ""), Allowed},
 		{"s3:PutObject", "arn:aws:s3:::any/other/x", NoMatch},
 		{"s3:GetObject", "arn:aws:s3:::any/uploads/x", NoMatch},
 	} {
 		if got := p.Evaluate(Request{Principal: Principal{Key: "k"}, Action: c.action, Resource: c.resource}); got != c.want {
 			t.Errorf("%s %s: %v, want %v", c.action, c.resource, got, c.want)
 		}
+	}
+}
+
+// TestSingleStatement: Statement, Action and Resource may each be one value
+// instead of an array.
+func TestSingleStatement(t *testing.T) {
+	p, err := Parse([]byte(`{"Statement":{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}}`), Identity, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Evaluate(Request{Principal: Principal{Key: "k"}, Action: "s3:GetObject", Resource: "arn:aws:s3:::b/k"}); d != Allowed {
+		t.Errorf("got %v, want Allowed", d)
 	}
 }
 

@@ -233,11 +233,15 @@ var publicACLs = map[string]bool{"public-read": true, "public-read-write": true,
 // publicGrantees are the group URIs of AWS's public grants.
 var publicGrantees = []string{"http://acs.amazonaws.com/groups/global/AllUsers", "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"}
 
+// aclOps are the operations on an existing bucket whose headers may set an
+// ACL (CreateBucket's is its own: the bucket has no setting yet).
+var aclOps = []string{"PutObject", "CopyObject", "CreateMultipartUpload", "PutObjectAcl", "PutBucketAcl", "PostObject"}
+
 // checkPublicACL refuses a public ACL in the headers of a request on a
 // bucket whose BlockPublicAcls is set, AccessDenied as on AWS (without it
 // the handler answers NotImplemented: only private ACLs exist here).
 func checkPublicACL(rq *request, bpa publicAccessBlock, missing bool) error {
-	if !bpa.BlockPublicAcls || missing {
+	if !bpa.BlockPublicAcls || missing || !slices.Contains(aclOps, rq.op) {
 		return nil
 	}
 	h := rq.r.Header

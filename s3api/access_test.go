@@ -117,6 +117,7 @@ func TestAccessDecisions(t *testing.T) {
 		{"anonymous ListBuckets", Identity{}, req{method: "GET", target: "/", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 403},
 		{"anonymous, missing bucket", Identity{}, req{method: "GET", target: "/nob/x", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 404},
 		{"BlockPublicAcls by default", Identity{}, req{method: "PUT", target: "/b/k", body: "x", hdr: map[string]string{"x-amz-acl": "public-read"}}, 403},
+		{"CreateBucket's public ACL stays NotImplemented", Identity{}, req{method: "PUT", target: "/newb", hdr: map[string]string{"x-amz-acl": "public-read"}}, 501},
 		{"BlockPublicAcls on grants", Identity{}, req{method: "PUT", target: "/b/k", body: "x", hdr: map[string]string{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/global/AllUsers"`}}, 403},
 	}
 	for _, tt := range tests {
