@@ -32,6 +32,7 @@ type Condition struct {
 	Set      string // "", "ForAnyValue" or "ForAllValues"
 	Key      string // lower case
 	Values   []string
+	vars     bool // Values use policy variables
 }
 
 // operators maps each base operator to its test of one context value against
@@ -122,7 +123,7 @@ func inPrefix(c, p string) bool {
 	return ok && err == nil && pr.Contains(a.Unmap())
 }
 
-func parseConditions(v json.RawMessage) ([]Condition, error) {
+func parseConditions(v json.RawMessage, variables bool) ([]Condition, error) {
 	var block map[string]map[string]json.RawMessage
 	if err := json.Unmarshal(v, &block); err != nil {
 		return nil, malformed("Invalid Condition block")
@@ -154,7 +155,13 @@ func parseConditions(v json.RawMessage) ([]Condition, error) {
 				return nil, err
 			}
 			for _, val := range vals {
-				if !validValue(op.kind, val) {
+				has, valid := hasVariables(val)
+				switch {
+				case variables && has && (!valid || op.kind != "string"):
+					return nil, malformed("Invalid Condition value %q for %s: unsupported policy variable", val, opName)
+				case variables && has:
+					c.vars = true
+				case !validValue(op.kind, val):
 					return nil, malformed("Invalid Condition value %q for %s", val, opName)
 				}
 			}
@@ -219,6 +226,9 @@ func (c Condition) eval(ctx map[string][]string) bool {
 	vals, present := ctx[c.Key]
 	present = present && len(vals) > 0
 	op := operators[c.Op]
+	if c.vars {
+		c.Values = expandAll(c.Values, ctx)
+	}
 	if op.kind == "null" {
 		want := strings.EqualFold(c.Values[0], "true")
 		return want != present

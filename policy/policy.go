@@ -73,6 +73,8 @@ type Statement struct {
 	Resources    []string
 	NotResource  bool
 	Conditions   []Condition
+	// vars: Resources or condition values use policy variables (variables.go).
+	vars bool
 }
 
 // Principals is the Principal (or NotPrincipal) element, as s3gate maps it
@@ -153,7 +155,7 @@ func Parse(doc []byte, kind Kind, bucket string) (*Policy, error) {
 	}
 	sids := map[string]bool{}
 	for _, s := range stmts {
-		st, err := parseStatement(s, kind, bucket)
+		st, err := parseStatement(s, kind, bucket, p.Version == "2012-10-17")
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +199,7 @@ func strs(v json.RawMessage) ([]string, bool) {
 	return nil, false
 }
 
-func parseStatement(raw map[string]json.RawMessage, kind Kind, bucket string) (Statement, error) {
+func parseStatement(raw map[string]json.RawMessage, kind Kind, bucket string, variables bool) (Statement, error) {
 	var st Statement
 	for k := range raw {
 		switch k {
@@ -254,16 +256,21 @@ func parseStatement(raw map[string]json.RawMessage, kind Kind, bucket string) (S
 		return st, err
 	}
 	for _, r := range st.Resources {
-		if !validResource(r, kind, bucket) {
+		has, valid := hasVariables(r)
+		if !validResource(r, kind, bucket) || (variables && has && !valid) {
 			return st, malformed("Policy has invalid resource")
 		}
+		st.vars = st.vars || (variables && has)
 	}
 	if !st.NotAction && !st.NotResource && !appliesToAny(st.Actions, st.Resources) {
 		return st, malformed("Action does not apply to any resource(s) in statement")
 	}
 	if v, ok := raw["Condition"]; ok {
-		if st.Conditions, err = parseConditions(v); err != nil {
+		if st.Conditions, err = parseConditions(v, variables); err != nil {
 			return st, err
+		}
+		for _, c := range st.Conditions {
+			st.vars = st.vars || c.vars
 		}
 	}
 	return st, nil
@@ -436,7 +443,11 @@ func (st *Statement) applies(r Request) bool {
 	if matchAny(st.Actions, strings.ToLower(r.Action)) == st.NotAction {
 		return false
 	}
-	if matchAny(st.Resources, r.Resource) == st.NotResource {
+	resources := st.Resources
+	if st.vars {
+		resources = expandAll(resources, r.Context)
+	}
+	if matchAny(resources, r.Resource) == st.NotResource {
 		return false
 	}
 	for _, c := range st.Conditions {
@@ -445,6 +456,18 @@ func (st *Statement) applies(r Request) bool {
 		}
 	}
 	return true
+}
+
+// expandAll substitutes policy variables; a pattern with an unresolved one
+// is left out (it matches nothing).
+func expandAll(patterns []string, ctx map[string][]string) []string {
+	out := make([]string, 0, len(patterns))
+	for _, p := range patterns {
+		if e, ok := expand(p, ctx); ok {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (p *Principals) match(who Principal) bool {

@@ -199,6 +199,50 @@ func TestIdentityPolicy(t *testing.T) {
 	}
 }
 
+// TestVariables: the AWS example of per-user home prefixes.
+func TestVariables(t *testing.T) {
+	const stmt = `"Statement":[{"Effect":"Allow","Principal":{"AWS":"123456789012"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::b/home/${aws:username}/*"},
+		{"Effect":"Allow","Principal":{"AWS":"123456789012"},"Action":"s3:ListBucket","Resource":"arn:aws:s3:::b","Condition":{"StringLike":{"s3:prefix":"home/${aws:username}/*"}}}]`
+	p, err := Parse([]byte(`{"Version":"2012-10-17",`+stmt+`}`), Bucket, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := Principal{Key: "alice"}
+	for _, c := range []struct {
+		who      Principal
+		action   string
+		resource string
+		ctx      map[string][]string
+		want     Decision
+	}{
+		{alice, "s3:GetObject", "arn:aws:s3:::b/home/alice/x", ctx("aws:username", "alice"), Allowed},
+		{alice, "s3:GetObject", "arn:aws:s3:::b/home/bob/x", ctx("aws:username", "alice"), NoMatch},
+		{alice, "s3:GetObject", "arn:aws:s3:::b/home/alice/x", ctx(), NoMatch}, // unresolved: no match
+		{alice, "s3:ListBucket", "arn:aws:s3:::b", ctx("aws:username", "alice", "s3:prefix", "home/alice/docs"), Allowed},
+		{alice, "s3:ListBucket", "arn:aws:s3:::b", ctx("aws:username", "alice", "s3:prefix", "home/bob/"), NoMatch},
+	} {
+		if got := p.Evaluate(Request{Principal: c.who, Action: c.action, Resource: c.resource, Context: c.ctx}); got != c.want {
+			t.Errorf("%s %s %v: %v, want %v", c.action, c.resource, c.ctx, got, c.want)
+		}
+	}
+	// In a 2008-10-17 document "${" is text.
+	old, err := Parse([]byte(`{"Version":"2008-10-17",`+stmt+`}`), Bucket, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := old.Evaluate(Request{Principal: alice, Action: "s3:GetObject", Resource: "arn:aws:s3:::b/home/alice/x", Context: ctx("aws:username", "alice")}); got != NoMatch {
+		t.Errorf("2008-10-17: %v, want NoMatch", got)
+	}
+	for _, doc := range []string{
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/${aws:Referer}/*"}]}`,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"Null":{"aws:Referer":"${aws:username}"}}}]}`,
+	} {
+		if _, err := Parse([]byte(doc), Bucket, "b"); err == nil {
+			t.Errorf("%s: accepted", doc)
+		}
+	}
+}
+
 // TestSingleStatement: Statement, Action and Resource may each be one value
 // instead of an array.
 func TestSingleStatement(t *testing.T) {
