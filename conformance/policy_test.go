@@ -102,6 +102,8 @@ func testBucketPolicy(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 		t.Fatalf("anonymous GET public/x: HTTP %d %q", status, body)
 	}
 	wantAnon(t, gw, b+"/private/x", http.StatusForbidden, "AccessDenied")
+	// Without s3:ListBucket a missing key is AccessDenied, not NoSuchKey (as on S3).
+	wantAnon(t, gw, b+"/public/missing", http.StatusForbidden, "AccessDenied")
 	wantAnon(t, gw, b+"/public/secret", http.StatusForbidden, "AccessDenied") // the explicit Deny wins
 	wantAnon(t, gw, b, http.StatusForbidden, "AccessDenied")                  // listing is not granted
 	wantAnon(t, gw, "", http.StatusForbidden, "AccessDenied")                 // nor ListBuckets

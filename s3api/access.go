@@ -218,6 +218,17 @@ func (g *decision) visible(bs []store.Bucket) []store.Bucket {
 	return out
 }
 
+// hideMissingKey answers AccessDenied instead of NoSuchKey to a caller
+// that may not list the bucket (s3:ListBucket), as S3 does, so that a read
+// grant does not tell which keys exist. The owner and keys without a policy
+// of their own may list, and see NoSuchKey as before.
+func hideMissingKey(rq *request, err error) error {
+	if rq.grant == nil || !errors.Is(err, store.ErrNoSuchKey) || rq.grant.decide("ListObjects", rq.bucket, "") == nil {
+		return err
+	}
+	return errAccessDenied
+}
+
 // allowKey decides one key of a DeleteObjects request (nil: allowed).
 func (a *api) allowKey(rq *request, key string) error {
 	if rq.grant == nil {

@@ -97,6 +97,8 @@ func TestAccessDecisions(t *testing.T) {
 
 	policyDoc := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/uploads/*"},
 		{"Effect":"Deny","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/uploads/no*"}]}`
+	readOnlyDoc := `{"Statement":[{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}]}`
+	readListDoc := `{"Statement":[{"Effect":"Allow","Action":["s3:GetObject","s3:ListBucket"],"Resource":["arn:aws:s3:::b/*","arn:aws:s3:::b"]}]}`
 	tests := []struct {
 		name   string
 		id     Identity
@@ -113,6 +115,10 @@ func TestAccessDecisions(t *testing.T) {
 		{"key policy elsewhere", Identity{Policy: policyDoc}, req{method: "PUT", target: "/other/uploads/y", body: "x"}, 403},
 		{"key policy, missing bucket: no grant", Identity{Policy: policyDoc}, req{method: "GET", target: "/nob/x"}, 403},
 		{"plain key, missing bucket", Identity{}, req{method: "GET", target: "/nob/x"}, 404},
+		{"missing key, no s3:ListBucket: AccessDenied", Identity{Policy: readOnlyDoc}, req{method: "GET", target: "/b/missing"}, 403},
+		{"missing key with s3:ListBucket: NoSuchKey", Identity{Policy: readListDoc}, req{method: "GET", target: "/b/missing"}, 404},
+		{"missing key, plain key: NoSuchKey", Identity{}, req{method: "HEAD", target: "/b/missing"}, 404},
+		{"existing key, no s3:ListBucket", Identity{Policy: readOnlyDoc}, req{method: "GET", target: "/b/uploads/x"}, 200},
 		{"anonymous GET", Identity{}, req{method: "GET", target: "/b/uploads/x", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 403},
 		{"anonymous ListBuckets", Identity{}, req{method: "GET", target: "/", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 403},
 		{"anonymous, missing bucket", Identity{}, req{method: "GET", target: "/nob/x", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 404},

@@ -367,7 +367,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		fn = unsupported
 	}
 	if err := fn(a, rq); err != nil {
-		a.writeError(rq, err)
+		a.writeError(rq, hideMissingKey(rq, err))
 	}
 }
 
