@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/s3gate/s3gate/admin"
 	"github.com/s3gate/s3gate/internal/testgw"
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // TestAccessPolicies runs bucket policies, Block Public Access, key policies
@@ -32,7 +36,37 @@ func TestAccessPolicies(t *testing.T) {
 		t.Run("BlockPublicAccess", func(t *testing.T) { testBlockPublicAccess(t, gw, root) })
 		t.Run("KeyPolicy", func(t *testing.T) { testKeyPolicy(t, gw, root) })
 		t.Run("Conditions", func(t *testing.T) { testConditionsEndToEnd(t, c, gw, root) })
+		if c.Engine == testgw.Embedded { // the cli's requests do not depend on the engine
+			t.Run("AWSCLI", func(t *testing.T) { testPolicyCLI(t, gw, root) })
+		}
 	})
+}
+
+// testPolicyCLI: the aws cli sets a public policy and reads anonymously
+// (--no-sign-request).
+func testPolicyCLI(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
+	if _, err := exec.LookPath("aws"); err != nil {
+		testreq.Missing(t, "aws cli not on PATH: skipping the aws cli policy test (install the Debian package \"awscli\")")
+	}
+	cli := newAWSCLI(t, gw)
+	b := mustBucket(t, root, "clipol")
+	if _, err := root.PutObject(testCtx(t, time.Minute), &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("pub/f"), Body: strings.NewReader("public bytes")}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::%s/pub/*"}]}`, b)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli.run(t, "s3api", "delete-public-access-block", "--bucket", b)
+	cli.run(t, "s3api", "put-bucket-policy", "--bucket", b, "--policy", "file://"+file)
+	if out := cli.run(t, "s3api", "get-bucket-policy-status", "--bucket", b); !strings.Contains(out, `"IsPublic": true`) {
+		t.Fatalf("get-bucket-policy-status: %s", out)
+	}
+	dst := filepath.Join(t.TempDir(), "f")
+	cli.run(t, "s3", "cp", "--no-sign-request", "s3://"+b+"/pub/f", dst)
+	if got, err := os.ReadFile(dst); err != nil || string(got) != "public bytes" {
+		t.Fatalf("anonymous aws s3 cp: %q %v", got, err)
+	}
 }
 
 // publicBucket creates a bucket without Block Public Access (new buckets
