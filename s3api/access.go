@@ -35,6 +35,29 @@ type IdentitySource interface {
 	Identity(ctx context.Context, accessKey string) (Identity, error)
 }
 
+// KeyIdentities is the IdentitySource over the key store: Root is the root
+// key's id (the owner); other keys are read from Keys on every request,
+// uncached like their secrets, so a change applies at once.
+type KeyIdentities struct {
+	Root string
+	Keys store.KeyStore
+}
+
+// Identity implements IdentitySource.
+func (ids KeyIdentities) Identity(ctx context.Context, accessKey string) (Identity, error) {
+	if ids.Root != "" && accessKey == ids.Root {
+		return Identity{Root: true}, nil
+	}
+	if ids.Keys == nil {
+		return Identity{}, fmt.Errorf("identity of %q: %w", accessKey, store.ErrNoSuchAccessKey)
+	}
+	k, err := ids.Keys.GetKey(ctx, accessKey)
+	if err != nil {
+		return Identity{}, fmt.Errorf("identity: %w", err)
+	}
+	return Identity{Buckets: k.Buckets, ReadOnly: k.ReadOnly, Policy: k.Policy}, nil
+}
+
 // access evaluates requests the AWS way: the key's identity rules × the
 // bucket policy × Block Public Access (see docs/adr/011-access-policies.md).
 // It replaces Config.Authorizer when Config.Identities is set, and it is
@@ -168,7 +191,10 @@ func (g *decision) shortcuts(op, bucket, key string) error {
 func (g *decision) decide(op, bucket, key string) error {
 	action, scope, known := iam.ActionOf(op)
 	if !known {
-		if g.id.Root {
+		// No policy can name it (an odd method, an unsupported form): the
+		// owner and keys without a policy reach the handler's answer
+		// (MethodNotAllowed, NotImplemented), as before.
+		if g.id.Root || (!g.principal.Anonymous && g.idPolicy == nil) {
 			return nil
 		}
 		return fmt.Errorf("%w: %s needs an action no policy grants", ErrAccessDenied, op)

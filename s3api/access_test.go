@@ -119,6 +119,8 @@ func TestAccessDecisions(t *testing.T) {
 		{"missing key with s3:ListBucket: NoSuchKey", Identity{Policy: readListDoc}, req{method: "GET", target: "/b/missing"}, 404},
 		{"missing key, plain key: NoSuchKey", Identity{}, req{method: "HEAD", target: "/b/missing"}, 404},
 		{"existing key, no s3:ListBucket", Identity{Policy: readOnlyDoc}, req{method: "GET", target: "/b/uploads/x"}, 200},
+		{"plain key, unknown operation: the handler's answer", Identity{}, req{method: "OPTIONS", target: "/b/k"}, 405},
+		{"policy key, unknown operation", Identity{Policy: readOnlyDoc}, req{method: "OPTIONS", target: "/b/k"}, 403},
 		{"anonymous GET", Identity{}, req{method: "GET", target: "/b/uploads/x", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 403},
 		{"anonymous ListBuckets", Identity{}, req{method: "GET", target: "/", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 403},
 		{"anonymous, missing bucket", Identity{}, req{method: "GET", target: "/nob/x", hdr: map[string]string{"X-Fake-Auth": "anonymous"}}, 404},

@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain,
-		Identities:        identities{root: keys.RootAccessKey, keys: s.engine},
+		Identities:        s3api.KeyIdentities{Root: keys.RootAccessKey, Keys: s.engine},
 		BlockPublicAccess: cfg.BlockPublicAccess, Anonymous: anonymous,
 		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout)},
 		store.New(s.engine), verifier, log)
