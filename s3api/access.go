@@ -115,33 +115,8 @@ func (ac *access) authorize(rq *request) error {
 		return err
 	}
 	g.context = conditionContext(rq)
-	missing := false
-	var cfgs map[string]string
-	if rq.bucket != "" && rq.op != "CreateBucket" && ac.configs != nil {
-		var err error
-		cfgs, err = ac.configs.BucketConfigs(rq.ctx, rq.bucket)
-		switch {
-		case errors.Is(err, store.ErrNoSuchBucket):
-			missing = true
-		case errors.Is(err, store.ErrNoBucketConfigs): // none kept: no policy, the default BPA
-		case err != nil:
-			return fmt.Errorf("bucket configuration of %q: %w", rq.bucket, err)
-		}
-		if doc := cfgs[store.BucketConfigPolicy]; doc != "" {
-			if g.bucket, err = ac.docs.parse(doc, iam.Bucket, rq.bucket); err != nil {
-				return fmt.Errorf("bucket policy of %q: %w", rq.bucket, err)
-			}
-		}
-	}
-	if rq.bucket != "" && rq.op != "CreateBucket" && ac.configs == nil {
-		_, err := ac.st.HeadBucket(rq.ctx, rq.bucket)
-		if err != nil && !errors.Is(err, store.ErrNoSuchBucket) {
-			return fmt.Errorf("bucket %q: %w", rq.bucket, err)
-		}
-		missing = err != nil
-	}
-	var err error
-	if g.bpa, _, err = ac.effectiveBPA(cfgs); err != nil {
+	missing, err := ac.loadBucket(rq, g)
+	if err != nil {
 		return err
 	}
 	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
@@ -160,6 +135,38 @@ func (ac *access) authorize(rq *request) error {
 		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
 	}
 	return err
+}
+
+// loadBucket reads what the decision needs of rq's bucket into g: its
+// policy and Block Public Access (the default for a bucket that never had
+// its own, and for requests without a bucket), and whether it is missing.
+func (ac *access) loadBucket(rq *request, g *decision) (missing bool, err error) {
+	var cfgs map[string]string
+	switch {
+	case rq.bucket == "" || rq.op == "CreateBucket":
+	case ac.configs != nil:
+		cfgs, err = ac.configs.BucketConfigs(rq.ctx, rq.bucket)
+		switch {
+		case errors.Is(err, store.ErrNoSuchBucket):
+			missing = true
+		case errors.Is(err, store.ErrNoBucketConfigs): // none kept: no policy, the default BPA
+		case err != nil:
+			return false, fmt.Errorf("bucket configuration of %q: %w", rq.bucket, err)
+		}
+		if doc := cfgs[store.BucketConfigPolicy]; doc != "" {
+			if g.bucket, err = ac.docs.parse(doc, iam.Bucket, rq.bucket); err != nil {
+				return false, fmt.Errorf("bucket policy of %q: %w", rq.bucket, err)
+			}
+		}
+	default:
+		_, err := ac.st.HeadBucket(rq.ctx, rq.bucket)
+		if err != nil && !errors.Is(err, store.ErrNoSuchBucket) {
+			return false, fmt.Errorf("bucket %q: %w", rq.bucket, err)
+		}
+		missing = err != nil
+	}
+	g.bpa, _, err = ac.effectiveBPA(cfgs)
+	return missing, err
 }
 
 // shortcuts applies a key's bucket list and read-only flag, which bound
