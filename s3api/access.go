@@ -92,12 +92,22 @@ type decision struct {
 // user recover from a policy that locks everyone out).
 var lockoutOps = []string{"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"}
 
+// lookupTimeout bounds the reads of a decision (the key, the bucket's
+// configuration).
+const lookupTimeout = 10 * time.Second
+
 // authorize decides rq: nil, or an error that is AccessDenied, NoSuchBucket
 // (an anonymous request of a bucket that does not exist) or a store failure.
+// Its reads do not end with the client's connection: a client that
+// half-closes after its headers still gets the answer its request has
+// (MissingContentLength, ...), not a failed lookup; they are short
+// statements, bounded by lookupTimeout.
 func (ac *access) authorize(rq *request) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), lookupTimeout)
+	defer cancel()
 	g := &decision{principal: iam.Principal{Anonymous: rq.anonymous, Key: rq.accessKey}}
 	if !rq.anonymous {
-		id, err := ac.ids.Identity(rq.ctx, rq.accessKey)
+		id, err := ac.ids.Identity(ctx, rq.accessKey)
 		if errors.Is(err, store.ErrNoSuchAccessKey) {
 			return fmt.Errorf("%w: %w", ErrAccessDenied, err) // deleted since authentication
 		}
@@ -115,7 +125,7 @@ func (ac *access) authorize(rq *request) error {
 		return err
 	}
 	g.context = conditionContext(rq)
-	missing, err := ac.loadBucket(rq, g)
+	missing, err := ac.loadBucket(ctx, rq, g)
 	if err != nil {
 		return err
 	}
@@ -140,12 +150,12 @@ func (ac *access) authorize(rq *request) error {
 // loadBucket reads what the decision needs of rq's bucket into g: its
 // policy and Block Public Access (the default for a bucket that never had
 // its own, and for requests without a bucket), and whether it is missing.
-func (ac *access) loadBucket(rq *request, g *decision) (missing bool, err error) {
+func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (missing bool, err error) {
 	var cfgs map[string]string
 	switch {
 	case rq.bucket == "" || rq.op == "CreateBucket":
 	case ac.configs != nil:
-		cfgs, err = ac.configs.BucketConfigs(rq.ctx, rq.bucket)
+		cfgs, err = ac.configs.BucketConfigs(ctx, rq.bucket)
 		switch {
 		case errors.Is(err, store.ErrNoSuchBucket):
 			missing = true
@@ -159,7 +169,7 @@ func (ac *access) loadBucket(rq *request, g *decision) (missing bool, err error)
 			}
 		}
 	default:
-		_, err := ac.st.HeadBucket(rq.ctx, rq.bucket)
+		_, err := ac.st.HeadBucket(ctx, rq.bucket)
 		if err != nil && !errors.Is(err, store.ErrNoSuchBucket) {
 			return false, fmt.Errorf("bucket %q: %w", rq.bucket, err)
 		}
