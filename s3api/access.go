@@ -132,7 +132,7 @@ func (ac *access) authorize(rq *request) error {
 	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
 		return err
 	}
-	rq.grant = g
+	rq.decision = g
 	if rq.op == "DeleteObjects" {
 		if rq.anonymous && missing {
 			return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
@@ -266,7 +266,7 @@ func (g *decision) visible(bs []store.Bucket) []store.Bucket {
 // grant does not tell which keys exist. The owner and keys without a policy
 // of their own may list, and see NoSuchKey as before.
 func hideMissingKey(rq *request, err error) error {
-	if rq.grant == nil || !errors.Is(err, store.ErrNoSuchKey) || rq.grant.decide("ListObjects", rq.bucket, "") == nil {
+	if rq.decision == nil || !errors.Is(err, store.ErrNoSuchKey) || rq.decision.decide("ListObjects", rq.bucket, "") == nil {
 		return err
 	}
 	return errAccessDenied
@@ -274,10 +274,10 @@ func hideMissingKey(rq *request, err error) error {
 
 // allowKey decides one key of a DeleteObjects request (nil: allowed).
 func (a *api) allowKey(rq *request, key string) error {
-	if rq.grant == nil {
+	if rq.decision == nil {
 		return nil // no policy evaluation configured
 	}
-	return rq.grant.decide("DeleteObject", rq.bucket, key)
+	return rq.decision.decide("DeleteObject", rq.bucket, key)
 }
 
 // publicACLs are the canned ACLs that grant to everyone or to every

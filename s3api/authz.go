@@ -194,8 +194,8 @@ func (a *api) authorizePolicies(rq *request) error {
 
 // visibleBuckets keeps the buckets that rq's key may see.
 func (a *api) visibleBuckets(rq *request, bs []store.Bucket) ([]store.Bucket, error) {
-	if a.access != nil && rq.grant != nil {
-		return rq.grant.visible(bs), nil
+	if a.access != nil && rq.decision != nil {
+		return rq.decision.visible(bs), nil
 	}
 	az := a.cfg.Authorizer
 	if az == nil {

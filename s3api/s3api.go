@@ -279,8 +279,8 @@ type request struct {
 	accessKey string
 	// anonymous: the request carries no signature (policy evaluation only).
 	anonymous bool
-	// grant is the request-level policy decision (access.go).
-	grant *decision
+	// decision is the request-level policy decision (access.go).
+	decision *decision
 	// body is the verified, decoded request body (auth.Result.Body), counted.
 	body *countingReader
 	// idle is the raw body under its idle read deadline (nil: no body).
