@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	iam "github.com/s3gate/s3gate/policy"
 	"github.com/s3gate/s3gate/store"
@@ -138,21 +139,28 @@ func (a *api) putConfig(rq *request, name, value string, status int) error {
 	return nil
 }
 
-func (a *api) getBucketPolicy(rq *request) error {
+// storedPolicy returns the bucket's policy document, or NoSuchBucketPolicy.
+func (a *api) storedPolicy(rq *request) (string, error) {
 	cfgs, err := a.bucketConfigs(rq)
 	if err != nil {
-		return err
+		return "", err
 	}
 	doc, ok := cfgs[store.BucketConfigPolicy]
 	if !ok {
-		return errNoSuchBucketPolicy
+		return "", errNoSuchBucketPolicy
+	}
+	return doc, nil
+}
+
+func (a *api) getBucketPolicy(rq *request) error {
+	doc, err := a.storedPolicy(rq)
+	if err != nil {
+		return err
 	}
 	rq.w.Header().Set("Content-Type", "application/json")
-	rq.w.Header().Set("Content-Length", fmt.Sprint(len(doc)))
+	rq.w.Header().Set("Content-Length", strconv.Itoa(len(doc)))
 	rq.w.WriteHeader(http.StatusOK)
-	if rq.r.Method != http.MethodHead {
-		_, _ = io.WriteString(rq.w, doc) // a client gone mid-answer has nothing to hear
-	}
+	_, _ = io.WriteString(rq.w, doc) // a client gone mid-answer has nothing to hear
 	return nil
 }
 
@@ -177,13 +185,9 @@ type policyStatus struct {
 }
 
 func (a *api) getBucketPolicyStatus(rq *request) error {
-	cfgs, err := a.bucketConfigs(rq)
+	doc, err := a.storedPolicy(rq)
 	if err != nil {
 		return err
-	}
-	doc, ok := cfgs[store.BucketConfigPolicy]
-	if !ok {
-		return errNoSuchBucketPolicy
 	}
 	p, err := iam.Parse([]byte(doc), iam.Bucket, rq.bucket)
 	if err != nil {
