@@ -285,6 +285,10 @@ func testKeyPolicy(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 	}
 	_, err = up.ListBuckets(ctx, &s3.ListBucketsInput{})
 	wantAPIError(t, err, "AccessDenied") // s3:ListAllMyBuckets is not in its policy
+	copyIn := &s3.CopyObjectInput{Bucket: aws.String(b), Key: aws.String("uploads/copy"), CopySource: aws.String(b + "/uploads/old")}
+	_, err = up.CopyObject(ctx, copyIn)
+	wantAPIError(t, err, "AccessDenied") // a copy reads its source: s3:GetObject
+	objectAbsent(t, root, b, "uploads/copy")
 	// A bucket policy may grant the key more (one account).
 	if err := putPolicy(t, root, b, fmt.Sprintf(`{"Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/%s"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::%s/uploads/*"}]}`, ak, b)); err != nil {
 		t.Fatalf("PutBucketPolicy: %v", err)
@@ -297,6 +301,9 @@ func testKeyPolicy(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 	o.Body.Close()
 	if string(data) != "a" {
 		t.Fatalf("GetObject: %q", data)
+	}
+	if _, err := up.CopyObject(ctx, copyIn); err != nil {
+		t.Fatalf("CopyObject once the source is readable: %v", err)
 	}
 }
 
