@@ -31,6 +31,7 @@ import (
 
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/policy"
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/embedded"
@@ -49,7 +50,7 @@ const usage = `usage: s3gate admin key create|list|delete [flags] [settings]
 Manages the access keys in the gateway's store; changes apply at once, without a restart.
 
 Commands:
-  s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
+  s3gate admin key create [-buckets a,b] [-read-only] [-policy-file F | -policy JSON] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
   s3gate admin key list   [-json] [settings]
   s3gate admin key delete ID [settings]
 
@@ -58,6 +59,7 @@ the command opens the same store. "s3gate admin key <command> --help" shows each
 
 Examples:
   s3gate admin key create -buckets photos -read-only
+  s3gate admin key create -policy-file uploader.json
   s3gate admin key list -data-dir /var/lib/s3gate
   s3gate help admin key create
 `
@@ -67,10 +69,11 @@ func keyHelp(sub string, fs *flag.FlagSet) gc.Help {
 	h := gc.Help{Flags: fs, Settings: []string{"database-url", "data-dir"}, Shared: true}
 	switch sub {
 	case "create":
-		h.Usage = "admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]"
-		h.Purpose = "Creates an access key (id and secret generated unless given) and prints it; a generated secret is shown only this once."
+		h.Usage = "admin key create [-buckets a,b] [-read-only] [-policy-file F | -policy JSON] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]"
+		h.Purpose = "Creates an access key (id and secret generated unless given) and prints it; a generated secret is shown only this once. A policy (an IAM-style document without Principal) limits the key further; -buckets and -read-only bound it."
 		h.Examples = []string{
 			"s3gate admin key create -buckets photos,backups -read-only",
+			`s3gate admin key create -policy '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::inbox/uploads/*"}]}'`,
 			"s3gate admin key create -access-key CI-UPLOADER -data-dir /var/lib/s3gate",
 		}
 	case "list":
@@ -120,6 +123,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fs.StringVar(&c.secret, "secret", "", "secret access key (default: generated; visible to other users in ps: prefer -secret-stdin or -secret-file)")
 		fs.BoolVar(&c.secretStdin, "secret-stdin", false, "read the secret access key from standard input (one line)")
 		fs.StringVar(&c.secretFile, "secret-file", "", "read the secret access key from this file (one line)")
+		fs.StringVar(&c.policy, "policy", "", "the key's access policy: a JSON policy document without Principal")
+		fs.StringVar(&c.policyFile, "policy-file", "", "read the key's access policy from this file")
 	case "list":
 		fs.BoolVar(&jsonList, "json", false, "print JSON: the root key's id and origin, and every key (never a secret)")
 	case "delete":
@@ -159,6 +164,10 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 			return exitUsage
 		}
 		if err := c.check(); err != nil {
+			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
+			return exitUsage
+		}
+		if err := c.readPolicy(); err != nil {
 			fmt.Fprintf(stderr, "s3gate admin key create: %v\n", err)
 			return exitUsage
 		}
@@ -213,7 +222,7 @@ func isHelpFlag(a string) bool { return a == "-h" || a == "--h" || a == "-help" 
 // is boolean. Every other flag belongs to the configuration (config.Load),
 // whose flags all take a value.
 var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false,
-	"secret-stdin": true, "secret-file": false, "json": true}
+	"secret-stdin": true, "secret-file": false, "json": true, "policy": false, "policy-file": false}
 
 // splitArgs separates the key command's own flags, the configuration flags
 // (shared with serve) and positional arguments, in any order.
@@ -255,6 +264,34 @@ type createOpts struct {
 	secretStdin bool
 	secretFile  string
 	list        []string // parsed buckets
+	policy      string
+	policyFile  string
+}
+
+// readPolicy reads -policy or -policy-file and validates the document as
+// the gateway will evaluate it.
+func (c *createOpts) readPolicy() error {
+	src := "-policy"
+	switch {
+	case c.policy != "" && c.policyFile != "":
+		return errors.New("-policy and -policy-file exclude each other")
+	case c.policyFile != "":
+		src = "-policy-file " + c.policyFile
+		b, err := os.ReadFile(c.policyFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+		c.policy = string(b)
+	case c.policy == "":
+		return nil
+	}
+	if len(c.policy) > policy.MaxBucketPolicy {
+		return fmt.Errorf("%s: the document has %d bytes, at most %d", src, len(c.policy), policy.MaxBucketPolicy)
+	}
+	if _, err := policy.Parse([]byte(c.policy), policy.Identity, ""); err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	return nil
 }
 
 // maxSecretInput bounds what -secret-stdin and -secret-file read: a secret is
@@ -350,7 +387,7 @@ func openStore(ctx context.Context, cfg config.Config) (store.KeyStore, func(), 
 }
 
 func create(ctx context.Context, keys store.KeyStore, c createOpts, out io.Writer) error {
-	k := store.AccessKey{ID: c.id, Secret: c.secret, Buckets: c.list, ReadOnly: c.readOnly}
+	k := store.AccessKey{ID: c.id, Secret: c.secret, Buckets: c.list, ReadOnly: c.readOnly, Policy: c.policy}
 	generatedSecret := k.Secret == ""
 	if k.ID == "" {
 		k.ID = "S3K" + randomID()
@@ -370,6 +407,7 @@ func create(ctx context.Context, keys store.KeyStore, c createOpts, out io.Write
 	fmt.Fprintf(tw, "secret access key:\t%s\n", secret)
 	fmt.Fprintf(tw, "buckets:\t%s\n", bucketsText(k.Buckets))
 	fmt.Fprintf(tw, "access:\t%s\n", accessText(k.ReadOnly))
+	fmt.Fprintf(tw, "policy:\t%s\n", policyText(k.Policy))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
@@ -398,6 +436,8 @@ type keyJSON struct {
 	Buckets  []string  `json:"buckets"`
 	ReadOnly bool      `json:"read_only"`
 	Created  time.Time `json:"created"`
+	// Policy is the key's policy document, absent for none.
+	Policy json.RawMessage `json:"policy,omitempty"`
 }
 
 func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON bool, out io.Writer) error {
@@ -411,7 +451,11 @@ func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON 
 			l.Root = &rootJSON{ID: root.AccessKey, Origin: root.Origin}
 		}
 		for _, k := range ks {
-			l.Keys = append(l.Keys, keyJSON{ID: k.ID, Buckets: append([]string{}, k.Buckets...), ReadOnly: k.ReadOnly, Created: k.Created.UTC()})
+			kj := keyJSON{ID: k.ID, Buckets: append([]string{}, k.Buckets...), ReadOnly: k.ReadOnly, Created: k.Created.UTC()}
+			if k.Policy != "" {
+				kj.Policy = json.RawMessage(k.Policy)
+			}
+			l.Keys = append(l.Keys, kj)
 		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -421,9 +465,9 @@ func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON 
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCESS KEY ID\tACCESS\tBUCKETS\tCREATED")
+	fmt.Fprintln(tw, "ACCESS KEY ID\tACCESS\tBUCKETS\tPOLICY\tCREATED")
 	for _, k := range ks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, accessText(k.ReadOnly), bucketsText(k.Buckets), k.Created.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, accessText(k.ReadOnly), bucketsText(k.Buckets), policyText(k.Policy), k.Created.UTC().Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -436,6 +480,15 @@ func bucketsText(b []string) string {
 		return "(all)"
 	}
 	return strings.Join(b, ",")
+}
+
+// policyText says whether a key has a policy (list -json shows the
+// document).
+func policyText(doc string) string {
+	if doc == "" {
+		return "none"
+	}
+	return "yes"
 }
 
 func accessText(readOnly bool) string {

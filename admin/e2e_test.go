@@ -35,9 +35,9 @@ type engine interface {
 	store.KeyStore
 }
 
-// gateway assembles a gateway the way server should wire managed keys:
-// auth.Keyring over the engine as the Verifier's credentials and as the
-// policy source of s3api's Authorizer. It returns the endpoint and the
+// gateway assembles a gateway the way server wires managed keys:
+// auth.Keyring over the engine as the Verifier's credentials, and the
+// engine's keys as s3api's identities (policy evaluation). It returns the endpoint and the
 // config flags that point `admin` at the same store.
 func gateway(t *testing.T, name string) (endpoint string, adminFlags []string) {
 	t.Helper()
@@ -64,7 +64,7 @@ func gateway(t *testing.T, name string) (endpoint string, adminFlags []string) {
 		t.Fatalf("unknown engine %q", name)
 	}
 	kr := &auth.Keyring{RootAccessKey: rootAK, RootSecretKey: rootSK, Keys: eng}
-	h := s3api.New(s3api.Config{Region: region, Authorizer: s3api.NewKeyPolicy(kr)},
+	h := s3api.New(s3api.Config{Region: region, Identities: s3api.KeyIdentities{Root: rootAK, Keys: eng}},
 		store.New(eng), &auth.Verifier{Region: region, Creds: kr}, nil)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -67,6 +67,10 @@ type Config struct {
 	// for longer (per-read/per-write deadlines, not a whole-request timeout).
 	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
 	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
+	// BlockPublicAccess is the Block Public Access of every bucket that never
+	// had its own set through the API: all four flags (as AWS sets them on
+	// new buckets since 2023), or none.
+	BlockPublicAccess bool `env:"BLOCK_PUBLIC_ACCESS" envDefault:"true" help:"Block Public Access of buckets that never had their own (PutPublicAccessBlock): true sets all four flags, false none"`
 
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).
@@ -281,6 +285,9 @@ func describe(err error, vars map[string]string) error {
 			// durations) return their own, which state the form.
 			if f.Type.Kind() == reflect.Int {
 				return Errorf(key, "%q is not a whole number", vars[Prefix+key])
+			}
+			if f.Type.Kind() == reflect.Bool {
+				return Errorf(key, "%q is not true or false", vars[Prefix+key])
 			}
 			return &SettingError{Keys: []string{key}, Err: pe.Err}
 		}

@@ -61,6 +61,7 @@ func TestSettingErrors(t *testing.T) {
 		{"DB_WAIT", []string{"S3GATE_DB_WAIT=forever"}, nil, `S3GATE_DB_WAIT (-db-wait): "forever" ` + dur},
 		{"READ_IDLE_TIMEOUT", []string{"S3GATE_READ_IDLE_TIMEOUT=never"}, nil, `S3GATE_READ_IDLE_TIMEOUT (-read-idle-timeout): "never" ` + dur},
 		{"WRITE_IDLE_TIMEOUT", []string{"S3GATE_WRITE_IDLE_TIMEOUT=0s"}, nil, `S3GATE_WRITE_IDLE_TIMEOUT (-write-idle-timeout): 0s is not positive`},
+		{"BLOCK_PUBLIC_ACCESS", []string{"S3GATE_BLOCK_PUBLIC_ACCESS=maybe"}, nil, `S3GATE_BLOCK_PUBLIC_ACCESS (-block-public-access): "maybe" is not true or false`},
 	}
 	// Settings whose every value Load accepts: DATA_DIR (an empty one takes
 	// the default) is checked when serve starts (server.Preflight).

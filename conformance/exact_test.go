@@ -222,7 +222,9 @@ func exErrorCodes(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 			Header: http.Header{"Content-Md5": {base64.StdEncoding.EncodeToString(badXMLMD5[:])}}}, 400, "MalformedXML"},
 		{"Complete malformed", rawReq{Method: "POST", Path: "/" + bucket + "/k", Query: url.Values{"uploadId": {"nope"}}, Body: []byte("<CompleteMultipartUpload><Part>")}, 400, "MalformedXML"},
 		{"CreateBucket malformed", rawReq{Method: "PUT", Path: "/" + bucketName("mx"), Body: []byte("<CreateBucketConfiguration><Loc")}, 400, "MalformedXML"},
-		{"public-read refused", rawReq{Method: "PUT", Path: "/" + bucket + "/pub", Body: []byte("x"), Header: http.Header{"X-Amz-Acl": {"public-read"}}}, 501, "NotImplemented"},
+		// New buckets block public access (BlockPublicAcls), as on AWS; without
+		// it the answer is NotImplemented (exACLs).
+		{"public-read refused", rawReq{Method: "PUT", Path: "/" + bucket + "/pub", Body: []byte("x"), Header: http.Header{"X-Amz-Acl": {"public-read"}}}, 403, "AccessDenied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, _, body := doRaw(t, gw, tc.r)
@@ -309,11 +311,18 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		ACL: types.ObjectCannedACLPrivate}); err != nil {
 		t.Fatalf("CopyObject ACL private: %v", err)
 	}
-	for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPublicRead, types.ObjectCannedACLPublicReadWrite, types.ObjectCannedACLAuthenticatedRead} {
-		_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: acl})
-		wantAPIError(t, err, "NotImplemented")
+	// Public ACLs: AccessDenied under the new bucket's Block Public Access
+	// (BlockPublicAcls), NotImplemented without it (only private ACLs exist).
+	for _, want := range []string{"AccessDenied", "NotImplemented"} {
+		for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPublicRead, types.ObjectCannedACLPublicReadWrite, types.ObjectCannedACLAuthenticatedRead} {
+			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: acl})
+			wantAPIError(t, err, want)
+		}
+		objectAbsent(t, cl, name, "refused")
+		if _, err := cl.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String(name)}); err != nil {
+			t.Fatalf("DeletePublicAccessBlock: %v", err)
+		}
 	}
-	objectAbsent(t, cl, name, "refused")
 
 	bacl, err := cl.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: aws.String(name)})
 	if err != nil {

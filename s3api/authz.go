@@ -153,6 +153,9 @@ func (p KeyPolicy) policy(ctx context.Context, accessKey string) (buckets []stri
 // request's operation, and for copies the source bucket as a read
 // (GetObject), so that a key cannot copy out of a bucket it may not read.
 func (a *api) authorize(rq *request) error {
+	if a.access != nil {
+		return a.authorizePolicies(rq)
+	}
 	az := a.cfg.Authorizer
 	if az == nil {
 		return nil
@@ -171,8 +174,29 @@ func (a *api) authorize(rq *request) error {
 	return nil
 }
 
+// authorizePolicies runs the policy evaluation for rq, and for copies on
+// the source object as a GetObject.
+func (a *api) authorizePolicies(rq *request) error {
+	if err := a.access.authorize(rq); err != nil {
+		return authzError(err)
+	}
+	if rq.op == "CopyObject" || rq.op == "UploadPartCopy" {
+		if src, err := parseCopySource(rq.r.Header); err == nil {
+			srq := *rq
+			srq.op, srq.bucket, srq.key = "GetObject", src.Bucket, src.Key
+			if err := a.access.authorize(&srq); err != nil {
+				return authzError(err)
+			}
+		}
+	}
+	return nil
+}
+
 // visibleBuckets keeps the buckets that rq's key may see.
 func (a *api) visibleBuckets(rq *request, bs []store.Bucket) ([]store.Bucket, error) {
+	if a.access != nil && rq.decision != nil {
+		return rq.decision.visible(bs), nil
+	}
 	az := a.cfg.Authorizer
 	if az == nil {
 		return bs, nil

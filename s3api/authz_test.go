@@ -38,8 +38,9 @@ func TestOperationAccess(t *testing.T) {
 		"PutBucketAcl": AccessWrite, "PutObjectAcl": AccessWrite, "PutObject": AccessWrite,
 		"DeleteObject": AccessWrite, "CopyObject": AccessWrite, "CreateMultipartUpload": AccessWrite,
 		"UploadPart": AccessWrite, "UploadPartCopy": AccessWrite, "CompleteMultipartUpload": AccessWrite,
-		"AbortMultipartUpload": AccessWrite,
-		"PutBucketCors":        AccessWrite, "DeleteBucketCors": AccessWrite,
+		"AbortMultipartUpload": AccessWrite, "PutBucketPolicy": AccessWrite, "DeleteBucketPolicy": AccessWrite,
+		"PutPublicAccessBlock": AccessWrite, "DeletePublicAccessBlock": AccessWrite,
+		"PutBucketCors": AccessWrite, "DeleteBucketCors": AccessWrite,
 	}
 	for op := range handlers {
 		if _, ok := want[op]; !ok {

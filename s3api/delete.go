@@ -74,6 +74,10 @@ func (a *api) deleteObjects(rq *request) error {
 			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errConditionalDelete.Code, Message: errConditionalDelete.Message})
 			continue
 		}
+		if err := a.allowKey(rq, o.Key); err != nil {
+			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errAccessDenied.Code, Message: errAccessDenied.Message})
+			continue
+		}
 		keys = append(keys, o.Key)
 	}
 	if len(keys) > 0 {

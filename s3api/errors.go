@@ -69,6 +69,13 @@ var (
 	errRequestTimeout           = &apiError{"RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."}
 )
 
+// Errors of bucket policies and Block Public Access (bucketpolicy.go).
+var (
+	errMalformedPolicy         = &apiError{"MalformedPolicy", http.StatusBadRequest, "Policies must be valid JSON and the first byte must be '{'"}
+	errNoSuchBucketPolicy      = notFoundDefault("NoSuchBucketPolicy", "The bucket policy does not exist")
+	errNoSuchPublicAccessBlock = notFoundDefault("NoSuchPublicAccessBlockConfiguration", "The public access block configuration was not found")
+)
+
 // Errors of the exact-behaviour refusals (refusals.go).
 var (
 	errInvalidStorageClass = &apiError{"InvalidStorageClass", http.StatusBadRequest, "The storage class you specified is not valid"}
@@ -108,6 +115,7 @@ var storeErrors = []struct {
 	{store.ErrSlowDown, &apiError{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}},
 	{store.ErrUnavailable, errServiceUnavailable},
 	{store.ErrConditionalConflict, &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."}},
+	{store.ErrNoBucketConfigs, errNotImplemented.withMessage("This metadata engine keeps no bucket configuration.")},
 	// A body that ends before its declared length (client went away mid-upload).
 	{io.ErrUnexpectedEOF, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
 }

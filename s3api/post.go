@@ -337,10 +337,11 @@ func (a *api) postObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if ak == "" {
-		return errAccessDenied // anonymous, as every anonymous request
+	// An unsigned form is an anonymous request: the policies decide it.
+	rq.accessKey, rq.anonymous = ak, ak == ""
+	if rq.anonymous && a.access == nil {
+		return errAccessDenied // without policies nothing grants an anonymous caller
 	}
-	rq.accessKey = ak
 	if err := errors.Join(checkTextParams(rq.q), checkExpectedOwner(rq)); err != nil {
 		return err
 	}
@@ -349,10 +350,12 @@ func (a *api) postObject(rq *request) error {
 		return errInvalidArgument.withMessage("Bucket POST must contain a field named 'key'.  If it is specified, please check the order of the fields.")
 	}
 	rq.key = strings.ReplaceAll(key, "${filename}", file.FileName())
-	if az := a.cfg.Authorizer; az != nil {
-		if err := az.Authorize(rq.ctx, ak, "PutObject", rq.bucket); err != nil {
-			return authzError(err)
-		}
+	// The form is decided as the PutObject it is, by whichever authorization
+	// the gateway runs (policies, or the configured Authorizer).
+	put := *rq
+	put.op = "PutObject"
+	if err := a.authorize(&put); err != nil {
+		return err
 	}
 	pol, err := parsePostPolicy(fields["policy"])
 	if err != nil {

@@ -55,6 +55,18 @@ type Config struct {
 	// run the operation (see authz.go); nil allows every authenticated key
 	// everything.
 	Authorizer Authorizer
+	// Identities, if set, turns on policy evaluation (access.go): each
+	// request is decided by the key's identity rules, the bucket policy and
+	// Block Public Access, and anonymous requests are evaluated instead of
+	// refused. Authorizer is then not used.
+	Identities IdentitySource
+	// BlockPublicAccess is the Block Public Access of a bucket that never had
+	// its own set: every flag on (true, as AWS creates buckets since 2023)
+	// or none.
+	BlockPublicAccess bool
+	// Anonymous, if set, is told of every anonymous request answered: its
+	// operation and status (0: aborted) (the anonymous request metrics).
+	Anonymous func(op string, status int)
 	// ReadIdleTimeout ends a request whose body makes no progress for this
 	// long (400 RequestTimeout); WriteIdleTimeout cuts off a response the
 	// client does not take for this long. 0 means DefaultIdleTimeout.
@@ -82,6 +94,8 @@ type api struct {
 	authn Authenticator
 	log   *slog.Logger
 	bufs  sync.Pool
+	// access evaluates policies (nil: Config.Authorizer decides).
+	access *access
 }
 
 // New returns the S3 API handler.
@@ -103,6 +117,10 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &api{cfg: cfg, st: st, authn: authn, log: log}
+	if cfg.Identities != nil {
+		a.access = &access{ids: cfg.Identities, blockPublic: cfg.BlockPublicAccess, st: st}
+		a.access.configs, _ = st.(store.BucketConfigStore)
+	}
 	a.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 
 	r := mux.NewRouter()
@@ -259,6 +277,10 @@ type request struct {
 	bucket    string
 	key       string
 	accessKey string
+	// anonymous: the request carries no signature (policy evaluation only).
+	anonymous bool
+	// decision is the request-level policy decision (access.go).
+	decision *decision
 	// body is the verified, decoded request body (auth.Result.Body), counted.
 	body *countingReader
 	// idle is the raw body under its idle read deadline (nil: no body).
@@ -329,11 +351,11 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		a.writeError(rq, err)
 		return
 	}
-	if res == nil || res.Anonymous {
+	if res == nil || (res.Anonymous && a.access == nil) {
 		a.writeError(rq, errAccessDenied)
 		return
 	}
-	rq.accessKey = res.AccessKey
+	rq.accessKey, rq.anonymous = res.AccessKey, res.Anonymous
 	if res.Body != nil {
 		rq.body.r = res.Body
 		defer res.Body.Close() //nolint:errcheck // nothing to report once the answer is decided
@@ -362,7 +384,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		fn = unsupported
 	}
 	if err := fn(a, rq); err != nil {
-		a.writeError(rq, err)
+		a.writeError(rq, hideMissingKey(rq, err))
 	}
 }
 
@@ -417,11 +439,24 @@ func (a *api) accessLog(rq *request, start time.Time) {
 		slog.Int64("bytes_out", rq.w.bytes),
 		slog.Duration("duration", time.Since(start)),
 		slog.String("access_key", rq.accessKey),
+		slog.String("principal", rq.principal()),
 		slog.String("remote", rq.r.RemoteAddr),
 	)
+	if rq.anonymous && a.cfg.Anonymous != nil {
+		a.cfg.Anonymous(rq.op, status)
+	}
 	if rec != nil {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// principal names who made the request in the access log: "anonymous", the
+// access key, or "" before authentication decided.
+func (rq *request) principal() string {
+	if rq.anonymous {
+		return "anonymous"
+	}
+	return rq.accessKey
 }
 
 func newRequestID() string {

@@ -45,6 +45,15 @@ func exercise(t *testing.T, gw *testgw.Gateway) {
 		t.Fatal(err)
 	}
 	_ = out.Body.Close()
+	// An unsigned GET (refused: no bucket policy) feeds the anonymous series.
+	resp, err := http.Get(gw.Endpoint + "/doc/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("anonymous GET: HTTP %d, want 403", resp.StatusCode)
+	}
 }
 
 // TestMetricsDocumented scrapes live gateways on both metadata engines,
@@ -71,6 +80,7 @@ func TestMetricsDocumented(t *testing.T) {
 			{"s3gate_role", []string{"role", "owner"}, 1},
 			{"s3gate_pins_max", nil, 77},
 			{"s3gate_requests_total", []string{"operation", "PutObject", "status_class", "2xx"}, 1},
+			{"s3gate_anonymous_requests_total", []string{"operation", "GetObject", "status_class", "4xx"}, 1},
 		} {
 			if got, ok := sc.value(c.name, c.labels...); !ok || got != c.want {
 				t.Errorf("%s: %s%v = %v (present %v), want %v", engine, c.name, c.labels, got, ok, c.want)

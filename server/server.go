@@ -122,7 +122,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	// with `s3gate admin key` takes effect at once.
 	keys := &auth.Keyring{RootAccessKey: s.RootKey.AccessKey, RootSecretKey: s.RootKey.SecretKey, Keys: s.engine}
 	verifier := &auth.Verifier{Region: cfg.Region, Creds: keys}
-	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys),
+	anonymous, err := registerAnonymousMetrics(s.metrics.Registry())
+	if err != nil {
+		return nil, err
+	}
+	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain,
+		Identities:        s3api.KeyIdentities{Root: keys.RootAccessKey, Keys: s.engine},
+		BlockPublicAccess: cfg.BlockPublicAccess, Anonymous: anonymous,
 		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout)},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {

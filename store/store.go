@@ -338,4 +338,43 @@ func (s *Store) GetBucketCors(ctx context.Context, bucket string) ([]CORSRule, e
 // DeleteBucketCors implements ObjectStore.
 func (s *Store) DeleteBucketCors(ctx context.Context, bucket string) error {
 	return s.e.DeleteBucketCors(ctx, bucket)
+
+}
+
+// ErrNoBucketConfigs is the answer of the BucketConfigStore methods when the
+// engine keeps no bucket configuration.
+var ErrNoBucketConfigs = errors.New("this metadata engine keeps no bucket configuration")
+
+func (s *Store) configs() (BucketConfigStore, error) {
+	if c, ok := s.e.(BucketConfigStore); ok {
+		return c, nil
+	}
+	return nil, ErrNoBucketConfigs
+}
+
+// BucketConfigs implements BucketConfigStore.
+func (s *Store) BucketConfigs(ctx context.Context, bucket string) (map[string]string, error) {
+	c, err := s.configs()
+	if err != nil {
+		return nil, err
+	}
+	return c.BucketConfigs(ctx, bucket)
+}
+
+// PutBucketConfig implements BucketConfigStore.
+func (s *Store) PutBucketConfig(ctx context.Context, bucket, name, value string) error {
+	c, err := s.configs()
+	if err != nil {
+		return err
+	}
+	return c.PutBucketConfig(ctx, bucket, name, value)
+}
+
+// DeleteBucketConfig implements BucketConfigStore.
+func (s *Store) DeleteBucketConfig(ctx context.Context, bucket, name string) (bool, error) {
+	c, err := s.configs()
+	if err != nil {
+		return false, err
+	}
+	return c.DeleteBucketConfig(ctx, bucket, name)
 }

@@ -347,6 +347,9 @@ type AccessKey struct {
 	// ReadOnly allows only read operations (Get*, Head*, List*).
 	ReadOnly bool
 	Created  time.Time
+	// Policy is the key's own access policy (a JSON policy document without
+	// Principal), "" for none; Buckets and ReadOnly bound it.
+	Policy string
 }
 
 // KeyStore keeps access keys. Metadata engines implement it; auth resolves
@@ -401,3 +404,28 @@ type BlobStats struct {
 // DedupSavedBytes is the number of bytes deduplication saved: logical bytes
 // minus the bytes of the distinct blobs they reference.
 func (s BlobStats) DedupSavedBytes() int64 { return s.LogicalBytes - s.ReferencedBytes }
+
+// Names of the per-bucket configuration documents (BucketConfigStore).
+const (
+	// BucketConfigPolicy is the bucket policy (JSON, as the client sent it).
+	BucketConfigPolicy = "policy"
+	// BucketConfigPublicAccessBlock is the bucket's Block Public Access
+	// setting; "" records that it was deleted (see s3api).
+	BucketConfigPublicAccessBlock = "public-access-block"
+)
+
+// BucketConfigStore keeps per-bucket configuration documents, opaque to the
+// store, by name (BucketConfigPolicy, ...). Metadata engines implement it; a
+// document goes with its bucket. Each call is one statement: a change is
+// visible to every instance at once.
+type BucketConfigStore interface {
+	// BucketConfigs returns the bucket's documents by name (empty if none),
+	// or ErrNoSuchBucket.
+	BucketConfigs(ctx context.Context, bucket string) (map[string]string, error)
+	// PutBucketConfig stores or replaces one document; a missing bucket is
+	// ErrNoSuchBucket.
+	PutBucketConfig(ctx context.Context, bucket, name, value string) error
+	// DeleteBucketConfig removes one document and reports whether there was
+	// one; a missing bucket is ErrNoSuchBucket.
+	DeleteBucketConfig(ctx context.Context, bucket, name string) (deleted bool, err error)
+}

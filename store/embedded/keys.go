@@ -34,8 +34,8 @@ func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
 		created = now()
 	}
 	err = e.withWrite(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at)
-			VALUES (?, ?, ?, ?, ?)`, k.ID, k.Secret, string(bj), k.ReadOnly, toMicros(created))
+		_, err := tx.ExecContext(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at, policy)
+			VALUES (?, ?, ?, ?, ?, ?)`, k.ID, k.Secret, string(bj), k.ReadOnly, toMicros(created), k.Policy)
 		return err
 	})
 	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
@@ -49,7 +49,7 @@ func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
 
 // GetKey implements store.KeyStore.
 func (e *Engine) GetKey(ctx context.Context, id string) (store.AccessKey, error) {
-	row := e.rdb.QueryRowContext(ctx, `SELECT id, secret, buckets, read_only, created_at
+	row := e.rdb.QueryRowContext(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
 		FROM access_keys WHERE id = ?`, id)
 	k, err := scanKey(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -63,7 +63,7 @@ func (e *Engine) GetKey(ctx context.Context, id string) (store.AccessKey, error)
 
 // ListKeys implements store.KeyStore.
 func (e *Engine) ListKeys(ctx context.Context) ([]store.AccessKey, error) {
-	rows, err := e.rdb.QueryContext(ctx, `SELECT id, secret, buckets, read_only, created_at
+	rows, err := e.rdb.QueryContext(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
 		FROM access_keys ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list access keys: %w", mapErr(err))
@@ -109,7 +109,7 @@ func scanKey(row interface{ Scan(dest ...any) error }) (store.AccessKey, error) 
 		buckets string
 		created int64
 	)
-	if err := row.Scan(&k.ID, &k.Secret, &buckets, &k.ReadOnly, &created); err != nil {
+	if err := row.Scan(&k.ID, &k.Secret, &buckets, &k.ReadOnly, &created, &k.Policy); err != nil {
 		return store.AccessKey{}, err
 	}
 	if err := json.Unmarshal([]byte(buckets), &k.Buckets); err != nil {

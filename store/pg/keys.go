@@ -28,9 +28,9 @@ func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
 	if !k.Created.IsZero() {
 		created = k.Created
 	}
-	_, err = e.pool.Exec(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at)
-		VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, clock_timestamp()))`,
-		k.ID, k.Secret, k.Buckets, k.ReadOnly, created)
+	_, err = e.pool.Exec(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at, policy)
+		VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, clock_timestamp()), $6)`,
+		k.ID, k.Secret, k.Buckets, k.ReadOnly, created, k.Policy)
 	if isUniqueViolation(err, "access_keys_pkey") {
 		return fmt.Errorf("create access key %q: %w", k.ID, store.ErrAccessKeyExists)
 	}
@@ -42,7 +42,7 @@ func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
 
 // GetKey implements store.KeyStore.
 func (e *Engine) GetKey(ctx context.Context, id string) (store.AccessKey, error) {
-	rows, err := e.pool.Query(ctx, `SELECT id, secret, buckets, read_only, created_at
+	rows, err := e.pool.Query(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
 		FROM access_keys WHERE id = $1`, id)
 	if err != nil {
 		return store.AccessKey{}, fmt.Errorf("get access key: %w", mapErr(err))
@@ -59,7 +59,7 @@ func (e *Engine) GetKey(ctx context.Context, id string) (store.AccessKey, error)
 
 // ListKeys implements store.KeyStore.
 func (e *Engine) ListKeys(ctx context.Context) ([]store.AccessKey, error) {
-	rows, err := e.pool.Query(ctx, `SELECT id, secret, buckets, read_only, created_at
+	rows, err := e.pool.Query(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
 		FROM access_keys ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list access keys: %w", mapErr(err))
@@ -88,7 +88,7 @@ func scanKey(row pgx.CollectableRow) (store.AccessKey, error) {
 		k       store.AccessKey
 		created time.Time
 	)
-	if err := row.Scan(&k.ID, &k.Secret, &k.Buckets, &k.ReadOnly, &created); err != nil {
+	if err := row.Scan(&k.ID, &k.Secret, &k.Buckets, &k.ReadOnly, &created, &k.Policy); err != nil {
 		return store.AccessKey{}, err
 	}
 	if len(k.Buckets) == 0 {

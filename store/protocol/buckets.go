@@ -78,3 +78,19 @@ func (s *Store) GetBucketCors(ctx context.Context, bucket string) ([]store.CORSR
 	}
 	return rules, nil
 }
+
+// CheckBucketConfig is the rule the engines apply before storing a bucket
+// configuration document: a known name, and a value within the largest
+// document any configuration may have (1 MiB; s3api applies each
+// configuration's own, smaller limit).
+func CheckBucketConfig(name, value string) error {
+	switch name {
+	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock:
+	default:
+		return fmt.Errorf("%w: unknown bucket configuration %q", store.ErrInvalidArgument, name)
+	}
+	if len(value) > 1<<20 {
+		return fmt.Errorf("%w: bucket configuration %q of %d bytes", store.ErrInvalidArgument, name, len(value))
+	}
+	return nil
+}

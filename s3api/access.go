@@ -1,0 +1,418 @@
+package s3api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	iam "github.com/s3gate/s3gate/policy"
+	"github.com/s3gate/s3gate/store"
+)
+
+// Identity is what an access key may do by itself: the root key is the
+// owner; another key is limited by its bucket list and read-only flag (the
+// shortcuts of `s3gate admin key create`) and, if it has one, by its own
+// policy document.
+type Identity struct {
+	Root     bool
+	Buckets  []string // empty: every bucket
+	ReadOnly bool
+	// Policy is the key's identity policy (JSON), "" for none: a key
+	// without one may do what its shortcuts allow.
+	Policy string
+}
+
+// IdentitySource resolves access keys (the server implements it over the
+// key store). An unknown key is an error wrapping store.ErrNoSuchAccessKey.
+type IdentitySource interface {
+	Identity(ctx context.Context, accessKey string) (Identity, error)
+}
+
+// KeyIdentities is the IdentitySource over the key store: Root is the root
+// key's id (the owner); other keys are read from Keys on every request,
+// uncached like their secrets, so a change applies at once.
+type KeyIdentities struct {
+	Root string
+	Keys store.KeyStore
+}
+
+// Identity implements IdentitySource.
+func (ids KeyIdentities) Identity(ctx context.Context, accessKey string) (Identity, error) {
+	if ids.Root != "" && accessKey == ids.Root {
+		return Identity{Root: true}, nil
+	}
+	if ids.Keys == nil {
+		return Identity{}, fmt.Errorf("identity of %q: %w", accessKey, store.ErrNoSuchAccessKey)
+	}
+	k, err := ids.Keys.GetKey(ctx, accessKey)
+	if err != nil {
+		return Identity{}, fmt.Errorf("identity: %w", err)
+	}
+	return Identity{Buckets: k.Buckets, ReadOnly: k.ReadOnly, Policy: k.Policy}, nil
+}
+
+// access evaluates requests the AWS way: the key's identity rules × the
+// bucket policy × Block Public Access (see docs/adr/011-access-policies.md).
+// It replaces Config.Authorizer when Config.Identities is set, and it is
+// what lets anonymous requests in.
+type access struct {
+	ids IdentitySource
+	// configs is nil on a store that keeps no bucket configuration: then
+	// no bucket has a policy, and Block Public Access is the default.
+	configs store.BucketConfigStore
+	// st answers whether a bucket exists when configs cannot.
+	st store.ObjectStore
+	// blockPublic is the gateway-wide default of Block Public Access for a
+	// bucket that never had its own set (Config.BlockPublicAccess).
+	blockPublic bool
+	docs        docCache
+}
+
+// decision is what the request path keeps of the request-level decision:
+// enough to decide the per-key checks of DeleteObjects without reading the
+// bucket's configuration again.
+type decision struct {
+	principal iam.Principal
+	id        Identity
+	idPolicy  *iam.Policy
+	bucket    *iam.Policy
+	bpa       publicAccessBlock
+	context   map[string][]string
+}
+
+// lockoutOps are the bucket policy operations the owner may always run, a
+// Deny in the bucket policy notwithstanding (as AWS lets the account root
+// user recover from a policy that locks everyone out).
+var lockoutOps = []string{"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"}
+
+// lookupTimeout bounds the reads of a decision (the key, the bucket's
+// configuration).
+const lookupTimeout = 10 * time.Second
+
+// authorize decides rq: nil, or an error that is AccessDenied, NoSuchBucket
+// (an anonymous request of a bucket that does not exist) or a store failure.
+// Its reads do not end with the client's connection: a client that
+// half-closes after its headers still gets the answer its request has
+// (MissingContentLength, ...), not a failed lookup; they are short
+// statements, bounded by lookupTimeout.
+func (ac *access) authorize(rq *request) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), lookupTimeout)
+	defer cancel()
+	g := &decision{principal: iam.Principal{Anonymous: rq.anonymous, Key: rq.accessKey}}
+	if !rq.anonymous {
+		id, err := ac.ids.Identity(ctx, rq.accessKey)
+		if errors.Is(err, store.ErrNoSuchAccessKey) {
+			return fmt.Errorf("%w: %w", ErrAccessDenied, err) // deleted since authentication
+		}
+		if err != nil {
+			return fmt.Errorf("identity of %q: %w", rq.accessKey, err)
+		}
+		g.id = id
+		if id.Policy != "" {
+			if g.idPolicy, err = ac.docs.parse(id.Policy, iam.Identity, ""); err != nil {
+				return fmt.Errorf("%w: key %q has an invalid policy: %w", ErrAccessDenied, rq.accessKey, err)
+			}
+		}
+	}
+	if err := g.shortcuts(rq.op, rq.bucket, rq.accessKey); err != nil {
+		return err
+	}
+	g.context = conditionContext(rq)
+	missing, err := ac.loadBucket(ctx, rq, g)
+	if err != nil {
+		return err
+	}
+	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
+		return err
+	}
+	rq.decision = g
+	if rq.op == "DeleteObjects" {
+		if rq.anonymous && missing {
+			return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
+		}
+		return nil // decided per key (allowKey)
+	}
+	err = g.decide(rq.op, rq.bucket, rq.key)
+	if err != nil && rq.anonymous && missing {
+		// AWS tells anyone that a bucket does not exist.
+		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
+	}
+	return err
+}
+
+// loadBucket reads what the decision needs of rq's bucket into g: its
+// policy and Block Public Access (the default for a bucket that never had
+// its own, and for requests without a bucket), and whether it is missing.
+func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (missing bool, err error) {
+	var cfgs map[string]string
+	switch {
+	case rq.bucket == "" || rq.op == "CreateBucket":
+	case ac.configs != nil:
+		cfgs, err = ac.configs.BucketConfigs(ctx, rq.bucket)
+		switch {
+		case errors.Is(err, store.ErrNoSuchBucket):
+			missing = true
+		case errors.Is(err, store.ErrNoBucketConfigs): // none kept: no policy, the default BPA
+		case err != nil:
+			return false, fmt.Errorf("bucket configuration of %q: %w", rq.bucket, err)
+		}
+		if doc := cfgs[store.BucketConfigPolicy]; doc != "" {
+			if g.bucket, err = ac.docs.parse(doc, iam.Bucket, rq.bucket); err != nil {
+				return false, fmt.Errorf("bucket policy of %q: %w", rq.bucket, err)
+			}
+		}
+	default:
+		_, err := ac.st.HeadBucket(ctx, rq.bucket)
+		if err != nil && !errors.Is(err, store.ErrNoSuchBucket) {
+			return false, fmt.Errorf("bucket %q: %w", rq.bucket, err)
+		}
+		missing = err != nil
+	}
+	g.bpa, _, err = ac.effectiveBPA(cfgs)
+	return missing, err
+}
+
+// shortcuts applies a key's bucket list and read-only flag, which bound
+// everything it does (policies included), as KeyPolicy always has.
+func (g *decision) shortcuts(op, bucket, key string) error {
+	if g.principal.Anonymous {
+		if op == "ListBuckets" || op == "CreateBucket" {
+			return fmt.Errorf("%w: anonymous %s", ErrAccessDenied, op)
+		}
+		return nil
+	}
+	if g.id.Root {
+		return nil
+	}
+	if g.id.ReadOnly && OperationAccess(op) != AccessRead {
+		return fmt.Errorf("%w: key %q is read-only (%s)", ErrAccessDenied, key, op)
+	}
+	if op != "ListBuckets" && len(g.id.Buckets) > 0 && !slices.Contains(g.id.Buckets, bucket) {
+		return fmt.Errorf("%w: key %q may not use bucket %q", ErrAccessDenied, key, bucket)
+	}
+	return nil
+}
+
+// decide combines the decisions: an explicit Deny of the key's policy or of
+// the bucket policy wins (except for the owner's lockout operations); then
+// an Allow of either grants (one account: a bucket policy may grant a key
+// what its own policy does not); otherwise the implicit deny. The root key
+// and keys without a policy of their own are allowed by their identity.
+func (g *decision) decide(op, bucket, key string) error {
+	action, scope, known := iam.ActionOf(op)
+	if !known {
+		// No policy can name it (an odd method, an unsupported form): the
+		// owner and keys without a policy reach the handler's answer
+		// (MethodNotAllowed, NotImplemented), as before.
+		if g.id.Root || (!g.principal.Anonymous && g.idPolicy == nil) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s needs an action no policy grants", ErrAccessDenied, op)
+	}
+	req := iam.Request{Principal: g.principal, Action: action,
+		Resource: iam.Resource(scope, bucket, key), Context: g.context}
+	idDecision := iam.NoMatch
+	switch {
+	case g.principal.Anonymous:
+	case g.idPolicy != nil:
+		idDecision = g.idPolicy.Evaluate(req)
+	default:
+		idDecision = iam.Allowed
+	}
+	bucketDecision := iam.NoMatch
+	if g.bucket != nil {
+		bucketDecision = g.bucket.Evaluate(req)
+		// RestrictPublicBuckets: a public policy grants only to the keys of
+		// the owner's account, that is, to no anonymous caller.
+		if bucketDecision == iam.Allowed && g.principal.Anonymous && g.bpa.RestrictPublicBuckets && g.bucket.IsPublic() {
+			bucketDecision = iam.NoMatch
+		}
+	}
+	switch {
+	case bucketDecision == iam.Denied && !(g.id.Root && slices.Contains(lockoutOps, op)):
+		return fmt.Errorf("%w: the bucket policy denies %s", ErrAccessDenied, action)
+	case idDecision == iam.Denied:
+		return fmt.Errorf("%w: the key's policy denies %s", ErrAccessDenied, action)
+	case idDecision == iam.Allowed || bucketDecision == iam.Allowed:
+		return nil
+	}
+	return fmt.Errorf("%w: no policy allows %s on %s", ErrAccessDenied, action, req.Resource)
+}
+
+// visible keeps the buckets of a key's bucket list (all for the root key
+// and keys without one).
+func (g *decision) visible(bs []store.Bucket) []store.Bucket {
+	if g.id.Root || len(g.id.Buckets) == 0 {
+		return bs
+	}
+	out := bs[:0:0]
+	for _, b := range bs {
+		if slices.Contains(g.id.Buckets, b.Name) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// hideMissingKey answers AccessDenied instead of NoSuchKey to a caller
+// that may not list the bucket (s3:ListBucket), as S3 does, so that a read
+// grant does not tell which keys exist. The owner and keys without a policy
+// of their own may list, and see NoSuchKey as before.
+func hideMissingKey(rq *request, err error) error {
+	if rq.decision == nil || !errors.Is(err, store.ErrNoSuchKey) || rq.decision.decide("ListObjects", rq.bucket, "") == nil {
+		return err
+	}
+	return errAccessDenied
+}
+
+// allowKey decides one key of a DeleteObjects request (nil: allowed).
+func (a *api) allowKey(rq *request, key string) error {
+	if rq.decision == nil {
+		return nil // no policy evaluation configured
+	}
+	return rq.decision.decide("DeleteObject", rq.bucket, key)
+}
+
+// publicACLs are the canned ACLs that grant to everyone or to every
+// authenticated AWS user: AWS's public ACLs.
+var publicACLs = map[string]bool{"public-read": true, "public-read-write": true, "authenticated-read": true}
+
+// publicGrantees are the group URIs of AWS's public grants.
+var publicGrantees = []string{"http://acs.amazonaws.com/groups/global/AllUsers", "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"}
+
+// aclOps are the operations on an existing bucket whose headers may set an
+// ACL (CreateBucket's is its own: the bucket has no setting yet).
+var aclOps = []string{"PutObject", "CopyObject", "CreateMultipartUpload", "PutObjectAcl", "PutBucketAcl", "PostObject"}
+
+// checkPublicACL refuses a public ACL in the headers of a request on a
+// bucket whose BlockPublicAcls is set, AccessDenied as on AWS (without it
+// the handler answers NotImplemented: only private ACLs exist here).
+func checkPublicACL(rq *request, bpa publicAccessBlock, missing bool) error {
+	if !bpa.BlockPublicAcls || missing || !slices.Contains(aclOps, rq.op) {
+		return nil
+	}
+	h := rq.r.Header
+	public := publicACLs[h.Get("x-amz-acl")]
+	for name, vals := range h {
+		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
+			for _, v := range vals {
+				public = public || slices.ContainsFunc(publicGrantees, func(u string) bool { return strings.Contains(v, u) })
+			}
+		}
+	}
+	if public {
+		return fmt.Errorf("%w: BlockPublicAcls is set on bucket %q", ErrAccessDenied, rq.bucket)
+	}
+	return nil
+}
+
+// listOps are the operations whose query fills s3:prefix, s3:delimiter and
+// s3:max-keys.
+var listOps = []string{"ListObjects", "ListObjectsV2", "ListObjectVersions"}
+
+// conditionContext builds the condition keys of rq (iam.Keys). The
+// source address is the TCP peer: s3gate trusts no forwarding header.
+func conditionContext(rq *request) map[string][]string {
+	r := rq.r
+	c := map[string][]string{
+		"aws:securetransport": {strconv.FormatBool(r.TLS != nil)},
+		"aws:currenttime":     {time.Now().UTC().Format(time.RFC3339)},
+		"aws:epochtime":       {strconv.FormatInt(time.Now().Unix(), 10)},
+	}
+	set := func(k, v string) {
+		if v != "" {
+			c[k] = []string{v}
+		}
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		set("aws:sourceip", host)
+	}
+	set("aws:referer", r.Header.Get("Referer"))
+	set("aws:useragent", r.Header.Get("User-Agent"))
+	set("s3:x-amz-acl", r.Header.Get("x-amz-acl"))
+	set("s3:x-amz-content-sha256", r.Header.Get("x-amz-content-sha256"))
+	switch {
+	case rq.anonymous:
+		c["aws:principaltype"] = []string{"Anonymous"}
+	default:
+		set("aws:username", rq.accessKey)
+		set("aws:userid", rq.accessKey)
+		c["aws:principaltype"] = []string{"User"}
+		authType, sigVersion := authKind(r)
+		set("s3:authtype", authType)
+		set("s3:signatureversion", sigVersion)
+	}
+	if slices.Contains(listOps, rq.op) {
+		c["s3:prefix"] = []string{rq.q.Get("prefix")} // "" without one, as AWS's examples expect
+		if rq.q.Has("delimiter") {
+			c["s3:delimiter"] = []string{rq.q.Get("delimiter")}
+		}
+		if rq.q.Has("max-keys") {
+			c["s3:max-keys"] = []string{rq.q.Get("max-keys")}
+		}
+	}
+	return c
+}
+
+// authKind names how an authenticated request was signed (s3:authType,
+// s3:signatureversion).
+func authKind(r *http.Request) (authType, sigVersion string) {
+	authz := r.Header.Get("Authorization")
+	q := r.URL.Query()
+	switch {
+	case strings.HasPrefix(authz, "AWS4-"):
+		return "REST-HEADER", "AWS4-HMAC-SHA256"
+	case strings.HasPrefix(authz, "AWS "):
+		return "REST-HEADER", "AWS"
+	case q.Has("X-Amz-Algorithm"):
+		return "REST-QUERY-STRING", "AWS4-HMAC-SHA256"
+	case q.Has("AWSAccessKeyId"):
+		return "REST-QUERY-STRING", "AWS"
+	}
+	return "", ""
+}
+
+// docCache keeps parsed policy documents by their text (key and bucket
+// policies are read on every request; parsing each time would cost more
+// than the read). It is dropped whole when it grows past maxDocs, which only
+// churn of many changed documents reaches.
+type docCache struct {
+	mu   sync.Mutex
+	docs map[docKey]*iam.Policy
+}
+
+type docKey struct {
+	kind   iam.Kind
+	bucket string
+	text   string
+}
+
+const maxDocs = 1024
+
+func (c *docCache) parse(text string, kind iam.Kind, bucket string) (*iam.Policy, error) {
+	k := docKey{kind, bucket, text}
+	c.mu.Lock()
+	p, ok := c.docs[k]
+	c.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := iam.Parse([]byte(text), kind, bucket)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.docs == nil || len(c.docs) >= maxDocs {
+		c.docs = map[docKey]*iam.Policy{}
+	}
+	c.docs[k] = p
+	c.mu.Unlock()
+	return p, nil
+}
