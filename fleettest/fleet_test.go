@@ -73,6 +73,7 @@ func TestFleet(t *testing.T) {
 			t.Run("ObjectLocksAcrossInstances", func(t *testing.T) { locksAcross(t, f) })
 		})
 	}
+	t.Run("pgchunks/LeaseRounds", func(t *testing.T) { leaseRounds(t, bin) })
 	for _, engine := range heavyEngines() {
 		t.Run(engine+"/Stream64MiBWhileDeleteAndSweep", func(t *testing.T) { streamWhileSweep(t, startFleet(t, bin, engine)) })
 		t.Run(engine+"/Kill9MidStream", func(t *testing.T) { killMidStream(t, startFleet(t, bin, engine)) })
