@@ -71,6 +71,7 @@ func TestFleet(t *testing.T) {
 			t.Run("ReadAfterWrite", func(t *testing.T) { readAfterWrite(t, f) })
 			t.Run("MultipartAcrossInstances", func(t *testing.T) { multipartAcross(t, f) })
 			t.Run("ObjectLocksAcrossInstances", func(t *testing.T) { locksAcross(t, f) })
+			t.Run("Linearizable", func(t *testing.T) { linearizable(t, f) })
 		})
 	}
 	t.Run("pgchunks/LeaseRounds", func(t *testing.T) { leaseRounds(t, bin) })
