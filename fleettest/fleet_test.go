@@ -78,6 +78,7 @@ func TestFleet(t *testing.T) {
 	for _, engine := range heavyEngines() {
 		t.Run(engine+"/Stream64MiBWhileDeleteAndSweep", func(t *testing.T) { streamWhileSweep(t, startFleet(t, bin, engine)) })
 		t.Run(engine+"/Kill9MidStream", func(t *testing.T) { killMidStream(t, startFleet(t, bin, engine)) })
+		t.Run(engine+"/RollingRestart", func(t *testing.T) { rollingRestart(t, startFleet(t, bin, engine)) })
 	}
 }
 

@@ -219,3 +219,33 @@ func linearizable(t *testing.T, f *fleet) {
 	}
 	t.Logf("%d operations linearizable per key (%d mutations failed, counted as pending)", len(history), failed)
 }
+
+// TestLinModel: the model refuses what a fleet must never show — a read of a
+// value overwritten before the read began, a value that was never written —
+// and accepts a read concurrent with the write it sees; so the check above
+// can fail.
+func TestLinModel(t *testing.T) {
+	op := func(kind, val string, call, ret int64) porcupine.Operation {
+		o := porcupine.Operation{Input: linOp{kind, "k", ""}, Call: call, Return: ret}
+		if kind == "put" {
+			o.Input = linOp{kind, "k", val}
+		} else {
+			o.Output = linOut{val}
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		h    []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"stale read", []porcupine.Operation{op("put", "a", 0, 1), op("put", "b", 2, 3), op("get", "a", 4, 5)}, porcupine.Illegal},
+		{"read after delete", []porcupine.Operation{op("put", "a", 0, 1), op("delete", "", 2, 3), op("list", "a", 4, 5)}, porcupine.Illegal},
+		{"never written", []porcupine.Operation{op("put", "a", 0, 1), op("get", "corrupt:a", 2, 3)}, porcupine.Illegal},
+		{"concurrent read", []porcupine.Operation{op("put", "a", 0, 1), op("put", "b", 2, 5), op("get", "a", 3, 4), op("get", "b", 6, 7)}, porcupine.Ok},
+	} {
+		if got := porcupine.CheckOperationsTimeout(linModel, tc.h, 10*time.Second); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
