@@ -72,8 +72,8 @@ func leaseRounds(t *testing.T, bin string) {
 	if soak() {
 		rounds = 10
 	}
-	c := f.insts[0].client()
-	createBucket(t, c, "garbage")
+	clients := []*s3.Client{f.insts[0].client(), f.insts[1].client(), f.insts[2].client()} // reused: one connection pool each
+	createBucket(t, clients[0], "garbage")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -85,8 +85,7 @@ func leaseRounds(t *testing.T, bin string) {
 				return
 			default:
 			}
-			cl := f.insts[i%3].client()
-			_, _ = cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("garbage"), Key: aws.String(fmt.Sprintf("k%d", i%4)),
+			_, _ = clients[i%3].PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("garbage"), Key: aws.String(fmt.Sprintf("k%d", i%4)),
 				Body: strings.NewReader(fmt.Sprintf("garbage %d %d", i, rand.Int64()))}) // failures only mean less garbage
 			time.Sleep(20 * time.Millisecond) // pacing the load, not synchronization
 		}

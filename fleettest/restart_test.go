@@ -117,5 +117,15 @@ func rollingRestart(t *testing.T, f *fleet) {
 	if len(fails) > 0 {
 		t.Fatalf("%d requests failed during the rolling restart (of %d round trips), first: %s", len(fails), served.Load(), fails[0])
 	}
+	// Each clean stop deregistered its instance: the registry holds the three
+	// current processes only (nothing reaps it here: online GC is off).
+	var pids []int
+	for _, in := range f.insts {
+		pids = append(pids, in.pid())
+	}
+	db := f.pool()
+	if all, cur := count(t, db, `SELECT count(*) FROM instances`), count(t, db, `SELECT count(*) FROM instances WHERE pid = ANY($1)`, pids); all != 3 || cur != 3 {
+		t.Errorf("registry after the restarts: %d rows, %d of the current processes; want just the 3", all, cur)
+	}
 	t.Logf("%d PUT+GET round trips across %d restarts", served.Load(), passes*len(f.insts))
 }
