@@ -75,6 +75,9 @@ func TestInstancesCommand(t *testing.T) {
 		t.Fatalf("json: %+v", got)
 	}
 
+	if code, out, _ := runAdmin(t, nil, "instances", "-h"); code != 0 || !strings.HasPrefix(out, "usage: s3gate admin instances [-json] [settings]") {
+		t.Errorf("help: %d %q", code, out)
+	}
 	for _, tc := range []struct {
 		env  []string
 		args []string
