@@ -144,13 +144,9 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		}
 		return exitUsage
 	}
-	cfg, err := config.Load(cfgArgs, environ, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
-		return exitUsage
+	cfg, code, done := loadConfig(cfgArgs, environ, stderr)
+	if done {
+		return code
 	}
 	wantPos := 0
 	if sub == "delete" {
@@ -210,6 +206,20 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return exitFail
 	}
 	return exitOK
+}
+
+// loadConfig reads the settings shared with serve; done means the command
+// ends now with code (help was shown, or a setting is bad).
+func loadConfig(args, environ []string, stderr io.Writer) (cfg config.Config, code int, done bool) {
+	cfg, err := config.Load(args, environ, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return cfg, exitOK, true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
+		return cfg, exitUsage, true
+	}
+	return cfg, exitOK, false
 }
 
 func isHelp(a string) bool { return a == "help" || isHelpFlag(a) }

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,13 +44,9 @@ func instances(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "s3gate admin instances: unexpected argument %q\n", pos[0])
 		return exitUsage
 	}
-	cfg, err := config.Load(cfgArgs, environ, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
-		return exitUsage
+	cfg, code, done := loadConfig(cfgArgs, environ, stderr)
+	if done {
+		return code
 	}
 	if cfg.DatabaseURL == "" {
 		fmt.Fprintf(stderr, "s3gate admin instances: needs %s: the embedded default runs no fleet\n", config.Name("DATABASE_URL"))
