@@ -10,7 +10,7 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-full test-short tools run lint bench scenario fuzz container-check clean rules
+.PHONY: help build test test-full test-short tools run lint bench scenario fuzz container-check clean rules fleet-soak
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make bench      throughput/latency against a live gateway on each engine"
 	@echo "make scenario   the 2 GiB write/delete/GC scenario on each engine"
+	@echo "make fleet-soak the three-instance fleet tests on every engine, with the long histories and lease rounds"
 	@echo "make fuzz       every fuzz target for FUZZTIME (default 300000x) each"
 	@echo "make rules      check the Prometheus alert rules and run their unit tests (promtool)"
 	@echo "make build      build $(BIN)"
@@ -69,6 +70,12 @@ bench:
 # starting counts (S3GATE_SCENARIO_BYTES=64MiB for a quick run).
 scenario:
 	S3GATE_SCENARIO=1 $(GO) test -count=1 -v -timeout 60m -run TestScenario2GiB ./crashtest/
+
+# The three-instance fleet suite (fleettest/) in full: the 64 MiB stream and
+# kill -9 tests on every engine (the default run does pgchunks), and the long
+# linearizability histories and lease-contention rounds.
+fleet-soak:
+	S3GATE_FLEET_SOAK=1 $(GO) test -count=1 -v -timeout 60m ./fleettest/
 
 # Every fuzz target for FUZZTIME each (CI runs a short pass). The budget is a
 # count of executions, not a duration: Go 1.26's fuzz coordinator can fail a

@@ -1,9 +1,11 @@
 // Package admin implements `s3gate admin`: operations on a gateway's metadata
-// store that need no restart. Today that is access-key management:
+// store that need no restart: access-key management and the list of a
+// fleet's instances:
 //
 //	s3gate admin key create [-buckets a,b] [-read-only] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
 //	s3gate admin key list   [-json] [settings]
 //	s3gate admin key delete ID [settings]
+//	s3gate admin instances  [-json] [settings]
 //
 // It reads the same configuration as `s3gate serve` (S3GATE_* variables and
 // the same flags) and opens the same store directly: the PostgreSQL database
@@ -46,13 +48,16 @@ const (
 )
 
 const usage = `usage: s3gate admin key create|list|delete [flags] [settings]
+       s3gate admin instances [-json] [settings]
 
 Manages the access keys in the gateway's store; changes apply at once, without a restart.
+Lists the instances of a fleet (S3GATE_FLEET=true) registered in the database.
 
 Commands:
   s3gate admin key create [-buckets a,b] [-read-only] [-policy-file F | -policy JSON] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
   s3gate admin key list   [-json] [settings]
   s3gate admin key delete ID [settings]
+  s3gate admin instances  [-json] [settings]
 
 Settings and S3GATE_* variables are those of "s3gate serve" (-database-url, -data-dir, ...):
 the command opens the same store. "s3gate admin key <command> --help" shows each command's flags.
@@ -100,6 +105,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	case len(args) > 0 && isHelp(args[0]), len(args) > 1 && args[0] == "key" && isHelp(args[1]):
 		fmt.Fprint(stdout, usage)
 		return exitOK
+	case len(args) > 0 && args[0] == "instances":
+		return instances(ctx, args[1:], environ, stdout, stderr)
 	case len(args) > 0 && args[0] != "key":
 		fmt.Fprintf(stderr, "s3gate admin: unknown command %q\n%s", args[0], usage)
 		return exitUsage
@@ -142,13 +149,9 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		}
 		return exitUsage
 	}
-	cfg, err := config.Load(cfgArgs, environ, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
-		return exitUsage
+	cfg, code, done := loadConfig(cfgArgs, environ, stderr)
+	if done {
+		return code
 	}
 	wantPos := 0
 	if sub == "delete" {
@@ -214,13 +217,27 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	return exitOK
 }
 
+// loadConfig reads the settings shared with serve; done means the command
+// ends now with code (help was shown, or a setting is bad).
+func loadConfig(args, environ []string, stderr io.Writer) (cfg config.Config, code int, done bool) {
+	cfg, err := config.Load(args, environ, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return cfg, exitOK, true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin: %v\n", err)
+		return cfg, exitUsage, true
+	}
+	return cfg, exitOK, false
+}
+
 func isHelp(a string) bool { return a == "help" || isHelpFlag(a) }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "--h" || a == "-help" || a == "--help" }
 
 // keyFlags are the flags of `admin key create` and `list`, with whether each
 // is boolean. Every other flag belongs to the configuration (config.Load),
-// whose flags all take a value.
+// whose flags take a value unless config.IsBoolFlag.
 var keyFlags = map[string]bool{"buckets": false, "read-only": true, "access-key": false, "secret": false,
 	"secret-stdin": true, "secret-file": false, "json": true, "policy": false, "policy-file": false}
 
@@ -239,6 +256,7 @@ func splitArgs(args []string) (keyArgs, cfgArgs, pos []string) {
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		isBool, isKey := keyFlags[name]
+		isBool = isBool || (!isKey && config.IsBoolFlag(name)) // -fleet stands alone
 		dst := &cfgArgs
 		if isKey {
 			dst = &keyArgs
@@ -457,12 +475,7 @@ func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON 
 			}
 			l.Keys = append(l.Keys, kj)
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(l); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-		return nil
+		return writeJSON(out, l)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCESS KEY ID\tACCESS\tBUCKETS\tPOLICY\tCREATED")
@@ -470,6 +483,16 @@ func list(ctx context.Context, keys store.KeyStore, root server.RootKey, asJSON 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, accessText(k.ReadOnly), bucketsText(k.Buckets), policyText(k.Policy), k.Created.UTC().Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// writeJSON prints v as indented JSON, the form of every -json listing.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil

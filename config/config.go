@@ -72,6 +72,17 @@ type Config struct {
 	// new buckets since 2023), or none.
 	BlockPublicAccess bool `env:"BLOCK_PUBLIC_ACCESS" envDefault:"true" help:"Block Public Access of buckets that never had their own (PutPublicAccessBlock): true sets all four flags, false none"`
 
+	// Fleet mode (docs/adr/009-fleet-mode.md): every instance on the
+	// database serves reads and writes; none takes the writer claim.
+	Fleet bool `env:"FLEET" envDefault:"false" help:"fleet mode: several instances serve one PostgreSQL database at once (no writer claim, no standby); needs large content in PostgreSQL, or -shared-media with the local engine"`
+	// SharedMedia declares DATA_DIR the same filesystem on every instance;
+	// fleet mode proves it at start-up with a marker probe. Without fleet
+	// mode it changes nothing (one instance owns its media anyway).
+	SharedMedia bool `env:"SHARED_MEDIA" envDefault:"false" help:"DATA_DIR is one filesystem shared by every instance (NFS, CephFS): lets a fleet use the local engine; proven at start-up by a marker probe; no effect without -fleet"`
+	// InstanceTTL: a fleet instance heartbeats its registration every
+	// TTL/3; one whose last heartbeat is older than TTL counts as gone.
+	InstanceTTL Duration `env:"INSTANCE_TTL" envDefault:"30s" help:"fleet mode: an instance whose heartbeat (sent every TTL/3) is older than this counts as gone and is reaped from the registry"`
+
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).
 	Unknown []UnknownVar `env:"-"`
@@ -100,7 +111,14 @@ func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	fs.SetOutput(out)
 	set := map[string]*string{}
 	for _, p := range params {
-		set[p.Key] = fs.String(flagName(p.OwnKey), "", fmt.Sprintf("%s (env %s, default %q)", helpOf(p.Key), p.Key, p.DefaultValue))
+		usage := fmt.Sprintf("%s (env %s, default %q)", helpOf(p.Key), p.Key, p.DefaultValue)
+		if IsBoolFlag(flagName(p.OwnKey)) { // -fleet alone means -fleet=true
+			v := new(string)
+			fs.Var((*boolFlag)(v), flagName(p.OwnKey), usage)
+			set[p.Key] = v
+			continue
+		}
+		set[p.Key] = fs.String(flagName(p.OwnKey), "", usage)
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -230,8 +248,31 @@ func (c *Config) Validate() error {
 	if c.WriteIdleTimeout <= 0 {
 		return Errorf("WRITE_IDLE_TIMEOUT", "%s is not positive", time.Duration(c.WriteIdleTimeout))
 	}
+	// The heartbeat runs every TTL/3 on a session whose statements may take
+	// 2 s: below 3 s a healthy instance could look gone.
+	if ttl := time.Duration(c.InstanceTTL); ttl < MinInstanceTTL || ttl > MaxInstanceTTL {
+		return Errorf("INSTANCE_TTL", "%s is not between %s and %s", ttl, MinInstanceTTL, MaxInstanceTTL)
+	}
 	return nil
 }
+
+// Bounds of INSTANCE_TTL.
+const (
+	MinInstanceTTL = 3 * time.Second
+	MaxInstanceTTL = 10 * time.Minute
+)
+
+// boolFlag is the flag of a boolean setting: "-fleet" alone sets it to true,
+// "-fleet=false" to false; the value is parsed with the environment's.
+type boolFlag string
+
+func (b *boolFlag) String() string     { return string(*b) }
+func (b *boolFlag) Set(v string) error { *b = boolFlag(v); return nil }
+func (b *boolFlag) IsBoolFlag() bool   { return true }
+
+// IsBoolFlag reports whether the setting flag name (such as "fleet") is
+// boolean: it may stand alone, without a value.
+func IsBoolFlag(name string) bool { return boolFlags[name] }
 
 // checkDatabaseURL checks the form of DATABASE_URL without echoing it (it
 // may hold a password; url.Parse's error would quote it).
@@ -283,10 +324,10 @@ func describe(err error, vars map[string]string) error {
 			key := f.Tag.Get("env")
 			// Plain int settings get strconv's error; the others (sizes,
 			// durations) return their own, which state the form.
-			if f.Type.Kind() == reflect.Int {
+			switch f.Type.Kind() {
+			case reflect.Int:
 				return Errorf(key, "%q is not a whole number", vars[Prefix+key])
-			}
-			if f.Type.Kind() == reflect.Bool {
+			case reflect.Bool:
 				return Errorf(key, "%q is not true or false", vars[Prefix+key])
 			}
 			return &SettingError{Keys: []string{key}, Err: pe.Err}
@@ -383,6 +424,18 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	*d = Duration(v)
 	return nil
 }
+
+// boolFlags holds the flag names of the boolean settings.
+var boolFlags = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeOf(Config{})
+	for i := 0; i < t.NumField(); i++ {
+		if key := t.Field(i).Tag.Get("env"); key != "-" && t.Field(i).Type.Kind() == reflect.Bool {
+			m[flagName(key)] = true
+		}
+	}
+	return m
+}()
 
 // helps maps a setting name (without prefix) to its help text, read once from
 // the struct tags so that the flag help and the fields cannot drift apart.

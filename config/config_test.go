@@ -155,3 +155,28 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+// TestBoolFlags: a boolean setting's flag may stand alone (-fleet), take a
+// value (-fleet=false), and wins over the environment like every flag.
+func TestBoolFlags(t *testing.T) {
+	base := []string{"S3GATE_DATABASE_URL=postgres://u@127.0.0.1/db"}
+	for _, tc := range []struct {
+		env         []string
+		args        []string
+		fleet, smed bool
+	}{
+		{nil, nil, false, false},
+		{nil, []string{"-fleet"}, true, false},
+		{nil, []string{"-fleet", "-shared-media"}, true, true},
+		{[]string{"S3GATE_FLEET=true"}, []string{"-fleet=false"}, false, false},
+		{[]string{"S3GATE_FLEET=true", "S3GATE_SHARED_MEDIA=1"}, nil, true, true},
+	} {
+		c, err := Load(tc.args, append(append([]string{}, base...), tc.env...), io.Discard)
+		if err != nil || c.Fleet != tc.fleet || c.SharedMedia != tc.smed {
+			t.Errorf("env %v args %v: fleet %v shared %v, %v; want %v %v", tc.env, tc.args, c.Fleet, c.SharedMedia, err, tc.fleet, tc.smed)
+		}
+	}
+	if !IsBoolFlag("fleet") || IsBoolFlag("addr") {
+		t.Error("IsBoolFlag")
+	}
+}

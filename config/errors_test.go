@@ -62,6 +62,11 @@ func TestSettingErrors(t *testing.T) {
 		{"READ_IDLE_TIMEOUT", []string{"S3GATE_READ_IDLE_TIMEOUT=never"}, nil, `S3GATE_READ_IDLE_TIMEOUT (-read-idle-timeout): "never" ` + dur},
 		{"WRITE_IDLE_TIMEOUT", []string{"S3GATE_WRITE_IDLE_TIMEOUT=0s"}, nil, `S3GATE_WRITE_IDLE_TIMEOUT (-write-idle-timeout): 0s is not positive`},
 		{"BLOCK_PUBLIC_ACCESS", []string{"S3GATE_BLOCK_PUBLIC_ACCESS=maybe"}, nil, `S3GATE_BLOCK_PUBLIC_ACCESS (-block-public-access): "maybe" is not true or false`},
+		{"FLEET", []string{"S3GATE_FLEET=yes"}, nil, `S3GATE_FLEET (-fleet): "yes" is not true or false`},
+		{"FLEET", nil, []string{"-fleet=maybe"}, `S3GATE_FLEET (-fleet): "maybe" is not true or false`},
+		{"SHARED_MEDIA", []string{"S3GATE_SHARED_MEDIA=nfs"}, nil, `S3GATE_SHARED_MEDIA (-shared-media): "nfs" is not true or false`},
+		{"INSTANCE_TTL", []string{"S3GATE_INSTANCE_TTL=1s"}, nil, `S3GATE_INSTANCE_TTL (-instance-ttl): 1s is not between 3s and 10m0s`},
+		{"INSTANCE_TTL", []string{"S3GATE_INSTANCE_TTL=soon"}, nil, `S3GATE_INSTANCE_TTL (-instance-ttl): "soon" ` + dur},
 	}
 	// Settings whose every value Load accepts: DATA_DIR (an empty one takes
 	// the default) is checked when serve starts (server.Preflight).

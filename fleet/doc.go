@@ -46,4 +46,12 @@
 // Acquire returns an error wrapping ErrTooManyPins beyond the per-instance cap
 // (answer 503 SlowDown) and one wrapping ErrSessionLost while the pin session is
 // lost or its replacement is not allowed yet (answer 503).
+//
+// # The fleet registry
+//
+// In fleet mode (docs/adr/009-fleet-mode.md) each instance Registers a row in
+// the instances table under its InstanceID and heartbeats it every TTL/3 on a
+// session of its own ("s3gate-registry"); Close deletes the row. The
+// registration fences nothing: a lost session is replaced at the next
+// heartbeat, and a reaped row is inserted again.
 package fleet

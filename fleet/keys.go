@@ -39,3 +39,7 @@ func MigrationLockKey() int64 { return LockKey("migrate", "schema") }
 
 // OwnerLockKey is the key of the single-instance writer claim.
 func OwnerLockKey() int64 { return LockKey("owner", "writer") }
+
+// MediaMarkerLockKey serializes the shared-media probe of fleet instances
+// starting at once: the first writes the marker, the others read it.
+func MediaMarkerLockKey() int64 { return LockKey("fleet", "media-marker") }

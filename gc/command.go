@@ -527,8 +527,12 @@ func WritePlan(w io.Writer, p Plan) {
 
 // WriteStats prints what a run reclaimed.
 func WriteStats(w io.Writer, st Stats) {
-	fmt.Fprintf(w, "gc: reclaimed %d blobs (%s, %d bytes); aborted %d expired uploads; removed %d orphan large objects, %d stage files, %d blob files without row, %d abandoned stages; skipped %d pinned, %d referenced, %d busy\n",
+	fmt.Fprintf(w, "gc: reclaimed %d blobs (%s, %d bytes); aborted %d expired uploads; removed %d orphan large objects, %d stage files, %d blob files without row, %d abandoned stages; skipped %d pinned, %d referenced, %d busy",
 		st.BlobsDeleted, FormatBytes(st.BytesReclaimed), st.BytesReclaimed, st.UploadsAborted,
 		st.LargeObjectsUnlinked, st.StageFilesRemoved, st.BlobFilesRemoved, st.StagesReaped,
 		st.SkippedPinned, st.SkippedReferenced, st.SkippedBusy)
+	if st.InstancesReaped > 0 { // fleet mode only (ADR 009)
+		fmt.Fprintf(w, "; reaped %d expired fleet registrations", st.InstancesReaped)
+	}
+	fmt.Fprintln(w)
 }

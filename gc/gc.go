@@ -71,6 +71,7 @@ var (
 	_ Meta      = (*pg.GC)(nil)
 	_ dbContent = (*pg.GC)(nil)
 	_ fleetWide = (*pg.GC)(nil)
+	_ registry  = (*pg.GC)(nil)
 	_ Meta      = (*embedded.GC)(nil)
 )
 
@@ -96,6 +97,12 @@ type unstager interface {
 type fleetWide interface {
 	LeaseStore(ctx context.Context) (lease.Store, error)
 	Sentinel(ctx context.Context) (check func(context.Context) error, closeFn func(), err error)
+}
+
+// registry is the part of a Meta that holds a fleet's instance registry
+// (store/pg): the sweeper deletes the registrations whose heartbeat expired.
+type registry interface {
+	ReapInstances(ctx context.Context, limit int) (int64, error)
 }
 
 // EnsureSchema creates GC's own tables, where the engine has any.
@@ -192,6 +199,9 @@ type Stats struct {
 	LargeObjectsUnlinked int64 // orphan large objects (not those of deleted blobs)
 	StageFilesRemoved    int64
 	BlobFilesRemoved     int64 // files without a blob row
+	// InstancesReaped counts fleet registrations deleted because their
+	// heartbeat expired (ADR 009).
+	InstancesReaped int64
 }
 
 // Add accumulates o into s.
@@ -206,6 +216,7 @@ func (s *Stats) Add(o Stats) {
 	s.LargeObjectsUnlinked += o.LargeObjectsUnlinked
 	s.StageFilesRemoved += o.StageFilesRemoved
 	s.BlobFilesRemoved += o.BlobFilesRemoved
+	s.InstancesReaped += o.InstancesReaped
 }
 
 // Sweep deletes every blob that nothing references and that is older than

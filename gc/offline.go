@@ -127,6 +127,9 @@ func run(ctx context.Context, db Meta, opts Options, plan Plan, progress io.Writ
 	if err != nil {
 		return st, err
 	}
+	if st.InstancesReaped, err = ReapInstances(ctx, db, opts); err != nil {
+		return st, err
+	}
 	bar = NewProgress(progress, "crash leftovers", plan.Stages+plan.OrphanLOs+plan.StageFiles+plan.OrphanFiles, "")
 	defer bar.Done()
 	if st.StagesReaped, err = ReapStages(ctx, db, opts); err != nil {

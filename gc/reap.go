@@ -49,6 +49,28 @@ func reapUploads(ctx context.Context, db Meta, opts Options, bar *Progress) (int
 	}
 }
 
+// ReapInstances deletes the fleet registrations whose heartbeat is older
+// than their TTL, in batches of BatchSize (engines without a registry have
+// none). It runs under the lease like the sweep: one sweeper for the fleet.
+func ReapInstances(ctx context.Context, db Meta, opts Options) (int64, error) {
+	r, ok := db.(registry)
+	if !ok {
+		return 0, nil
+	}
+	opts = opts.withDefaults()
+	var n int64
+	for {
+		k, err := r.ReapInstances(ctx, opts.BatchSize)
+		n += k
+		if err != nil {
+			return n, fmt.Errorf("gc: %w", err)
+		}
+		if k < int64(opts.BatchSize) {
+			return n, nil
+		}
+	}
+}
+
 // ReapStages drops content staged in the database (ADR 007) whose stage row
 // was untouched for StageGrace: puts that crashed or were abandoned before
 // publishing. Each stage goes in its own transaction that first try-locks

@@ -34,8 +34,9 @@ type claim struct {
 // takeClaim takes the writer claim on the database: at once, or, as a
 // standby, when the owner lets go (STANDBY=wait). Then it watches the claim:
 // its loss cancels every request and background job and stops Serve.
+// In fleet mode there is no claim: every instance serves (ADR 009).
 func (s *Server) takeClaim(ctx context.Context) error {
-	if skipClaim(s.cfg.DatabaseURL) {
+	if s.cfg.Fleet || skipClaim(s.cfg.DatabaseURL) {
 		return nil
 	}
 	own, err := fleet.NewOwnership(fleet.OwnershipConfig{

@@ -75,6 +75,7 @@ func (s *Server) gcOptions() gc.Options {
 		Media:        s.media,
 		Logger:       s.log,
 		Metrics:      s.gcMetrics,
+		Holder:       string(s.InstanceID()), // fleet mode: the registry's id; else host:pid
 	}
 }
 

@@ -74,6 +74,10 @@ type Server struct {
 	started atomic.Bool
 	// standbyMetrics serves METRICS_ADDR from the standby's wait on.
 	standbyMetrics *metricsServer
+	// registry is this instance's registration in fleet mode (nil
+	// otherwise); regMetrics its counters (fleet.go).
+	registry   *fleet.Registry
+	regMetrics *fleet.RegistryMetrics
 }
 
 // New opens the engines (migrating the schema) and builds the HTTP handler.
@@ -93,6 +97,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 	}()
 	if err := s.newMetrics(); err != nil {
+		return nil, err
+	}
+	s.regMetrics = &fleet.RegistryMetrics{}
+	if err := s.registerFleetMetrics(s.metrics.Registry()); err != nil {
+		return nil, err
+	}
+	// Fleet mode refuses, before anything waits or opens, a configuration
+	// under which the instances could not share the storage (fleet.go).
+	if err := fleetRefusal(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
@@ -166,6 +179,11 @@ func (s *Server) openPG(ctx context.Context) error {
 			return fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
 		}
 	}
+	if cfg.Fleet { // the instance id exists before the engine that may use it
+		if err := s.register(ctx); err != nil {
+			return err
+		}
+	}
 	eng, err := pg.Open(ctx, pg.Config{
 		DatabaseURL: dbURL,
 		InlineMax:   int(cfg.InlineMax),
@@ -181,6 +199,11 @@ func (s *Server) openPG(ctx context.Context) error {
 	}
 	s.engine, s.media = eng, media
 	s.onClose("close database pool", func() error { eng.Close(); return nil })
+	if cfg.Fleet && media != nil {
+		if err := s.probeSharedMedia(ctx, eng); err != nil {
+			return err
+		}
+	}
 	// The generated pair is kept in the database, shared by every instance.
 	if s.RootKey, err = LoadRootKey(ctx, cfg, eng); err != nil {
 		return fmt.Errorf("root key: %w", err)

@@ -16,7 +16,7 @@ usage: s3gate <command> [flags] [settings]
 Commands:
   serve        serve the S3 API (and /metrics, /healthz, /readyz on -metrics-addr)
   migrate      apply the PostgreSQL schema migrations and exit
-  admin        manage access keys: admin key create | list | delete
+  admin        manage access keys (admin key create | list | delete); list a fleet (admin instances)
   gc           reclaim content that nothing references (online under the lease, or -offline)
   fsck         check that every referenced blob exists and hashes to its address
   healthcheck  exit 0 if the gateway on -metrics-addr is ready, else 1
@@ -40,14 +40,15 @@ var helps = map[string]gc.Help{
 		Purpose: "Serves the S3 API until SIGINT or SIGTERM, then drains in-flight requests (at most -drain-timeout).",
 		About: `Without -database-url the metadata and content live in -data-dir (the embedded default, one
 gateway per data directory). With a PostgreSQL URL several instances may share the database:
-one owns it and the others wait as standbys (-standby). A root key pair is generated into the
+one owns it and the others wait as standbys (-standby), or, with -fleet, every instance serves
+reads and writes at once (large content in PostgreSQL, or -shared-media with the local engine). A root key pair is generated into the
 data directory on the first start unless -root-access-key and -root-secret-key are set.
 Online GC runs every -gc-interval.`,
 		Groups: []gc.Group{
 			{Title: "Storage", Settings: []string{"database-url", "data-dir", "large-engine", "inline-max"}},
 			{Title: "Listening", Settings: []string{"addr", "metrics-addr", "tls-cert-file", "tls-key-file", "region", "domain"}},
 			{Title: "Root key", Settings: []string{"root-access-key", "root-secret-key"}},
-			{Title: "Instances and shutdown", Settings: []string{"standby", "db-wait", "db-max-conns", "drain-timeout"}},
+			{Title: "Instances and shutdown", Settings: []string{"standby", "fleet", "shared-media", "instance-ttl", "db-wait", "db-max-conns", "drain-timeout"}},
 			{Title: "Online GC", Settings: []string{"gc-interval", "gc-grace", "upload-expiry"}},
 			{Title: "Limits", Settings: []string{"max-conns", "max-pins", "bandwidth-global", "bandwidth-per-request", "read-idle-timeout", "write-idle-timeout"}},
 			{Title: "Logs and metrics", Settings: []string{"log-format", "log-level", "metrics-stats-ttl"}},
