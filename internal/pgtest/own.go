@@ -24,7 +24,9 @@ type Server struct {
 // starting it; it is stopped and removed when the test ends. It calls t.Skip
 // when no PostgreSQL binaries exist (and S3GATE_TEST_DATABASE_URL cannot
 // help: a shared server cannot be stopped).
-func NewServer(t testing.TB) *Server {
+func NewServer(t testing.TB) *Server { return newServer(t, true) }
+
+func newServer(t testing.TB, initdb bool) *Server {
 	t.Helper()
 	bin, ok := Binaries()
 	if !ok {
@@ -49,12 +51,14 @@ func NewServer(t testing.TB) *Server {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"),
-		"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	if initdb {
+		initdb := exec.Command(filepath.Join(bin, "initdb"),
+			"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		initdb.Dir = dir
+		if out, err := initdb.CombinedOutput(); err != nil {
+			t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		}
 	}
 	port, err := freePort()
 	if err != nil {
