@@ -67,6 +67,9 @@ type Config struct {
 	// for longer (per-read/per-write deadlines, not a whole-request timeout).
 	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
 	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
+	// ReadOnly makes the instance a read replica (ADR 013). It is also on by
+	// itself when the database is a hot standby (pg_is_in_recovery()).
+	ReadOnly bool `env:"READ_ONLY" envDefault:"false" help:"serve reads only (a read replica): writes are refused, no writer claim, GC or migrations; on by itself on a hot standby"`
 
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).
@@ -182,6 +185,9 @@ func (c *Config) Validate() error {
 	default:
 		return Errorf("LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
 	}
+	if c.ReadOnly && c.DatabaseURL == "" {
+		return Errorf("READ_ONLY", "needs %s: a read replica serves a PostgreSQL database", Name("DATABASE_URL"))
+	}
 	switch c.Standby {
 	case "wait", "refuse":
 	default:
@@ -281,6 +287,9 @@ func describe(err error, vars map[string]string) error {
 			// durations) return their own, which state the form.
 			if f.Type.Kind() == reflect.Int {
 				return Errorf(key, "%q is not a whole number", vars[Prefix+key])
+			}
+			if f.Type.Kind() == reflect.Bool {
+				return Errorf(key, "%q is not true or false", vars[Prefix+key])
 			}
 			return &SettingError{Keys: []string{key}, Err: pe.Err}
 		}

@@ -61,6 +61,9 @@ func TestSettingErrors(t *testing.T) {
 		{"DB_WAIT", []string{"S3GATE_DB_WAIT=forever"}, nil, `S3GATE_DB_WAIT (-db-wait): "forever" ` + dur},
 		{"READ_IDLE_TIMEOUT", []string{"S3GATE_READ_IDLE_TIMEOUT=never"}, nil, `S3GATE_READ_IDLE_TIMEOUT (-read-idle-timeout): "never" ` + dur},
 		{"WRITE_IDLE_TIMEOUT", []string{"S3GATE_WRITE_IDLE_TIMEOUT=0s"}, nil, `S3GATE_WRITE_IDLE_TIMEOUT (-write-idle-timeout): 0s is not positive`},
+		{"READ_ONLY", []string{"S3GATE_READ_ONLY=sometimes"}, nil, `S3GATE_READ_ONLY (-read-only): "sometimes" is not true or false`},
+		{"READ_ONLY", []string{"S3GATE_DATABASE_URL=", "S3GATE_READ_ONLY=true"}, nil,
+			`S3GATE_READ_ONLY (-read-only): needs S3GATE_DATABASE_URL (-database-url): a read replica serves a PostgreSQL database`},
 	}
 	// Settings whose every value Load accepts: DATA_DIR (an empty one takes
 	// the default) is checked when serve starts (server.Preflight).

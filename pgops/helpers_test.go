@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/s3gate/s3gate/fsck"
@@ -234,4 +236,45 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 		}
 	})
 	return conn
+}
+
+// poll calls cond until it reports true, failing the test after waitLimit.
+func poll(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached after %s (last error: %v)", what, waitLimit, err)
+		}
+		time.Sleep(20 * time.Millisecond) // the polling interval of a condition, not a synchronization
+	}
+}
+
+// caughtUp waits until the standby at standbyURL has replayed everything the
+// primary at primaryURL has written so far.
+func caughtUp(t *testing.T, primaryURL, standbyURL string) {
+	t.Helper()
+	var lsn string
+	if err := connect(t, primaryURL).QueryRow(ctxT(t), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatalf("primary LSN: %v", err)
+	}
+	sb := connect(t, standbyURL)
+	poll(t, "standby replayed "+lsn, func() (bool, error) {
+		var ok bool
+		err := sb.QueryRow(ctxT(t), `SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)`, lsn).Scan(&ok)
+		return ok, err
+	})
+}
+
+// apiCode returns the S3 error code and message of err ("" if none).
+func apiCode(err error) (code, msg string) {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode(), ae.ErrorMessage()
+	}
+	return "", ""
 }

@@ -74,6 +74,8 @@ type Server struct {
 	started atomic.Bool
 	// standbyMetrics serves METRICS_ADDR from the standby's wait on.
 	standbyMetrics *metricsServer
+	// readOnly: a read replica (readonly.go), set before anything opens.
+	readOnly bool
 }
 
 // New opens the engines (migrating the schema) and builds the HTTP handler.
@@ -96,6 +98,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
+		if err := s.detectReadOnly(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.DatabaseURL != "" && !s.readOnly {
 		// Before anything else: a standby touches neither schema nor files.
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
@@ -123,7 +130,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	keys := &auth.Keyring{RootAccessKey: s.RootKey.AccessKey, RootSecretKey: s.RootKey.SecretKey, Keys: s.engine}
 	verifier := &auth.Verifier{Region: cfg.Region, Creds: keys}
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain, Authorizer: s3api.NewKeyPolicy(keys),
-		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout)},
+		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout),
+		ReadOnly: s.readOnly},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
 		return nil, err
@@ -147,11 +155,19 @@ func (s *Server) openPG(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
-	if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if err := s.openSessionPins(); err != nil {
-		return err
+	var pins fleet.Pinner // none on a replica: a hot standby takes no advisory locks (ADR 013)
+	if s.readOnly {
+		if dbURL, err = s.openReplica(ctx, dbURL); err != nil {
+			return err
+		}
+	} else {
+		if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if err := s.openSessionPins(); err != nil {
+			return err
+		}
+		pins = s.rt.sessPins
 	}
 	var media *localfs.Media
 	if cfg.LargeEngine == config.EngineLocal {
@@ -167,7 +183,7 @@ func (s *Server) openPG(ctx context.Context) error {
 		Media:       media,
 		Region:      cfg.Region,
 		SkipMigrate: true, // migrated above, without the pool options in the URL
-		Pins:        s.rt.sessPins,
+		Pins:        pins,
 		Governor:    s.rt.gov,
 	})
 	if err != nil {
@@ -176,7 +192,12 @@ func (s *Server) openPG(ctx context.Context) error {
 	s.engine, s.media = eng, media
 	s.onClose("close database pool", func() error { eng.Close(); return nil })
 	// The generated pair is kept in the database, shared by every instance.
-	if s.RootKey, err = LoadRootKey(ctx, cfg, eng); err != nil {
+	if s.readOnly {
+		s.RootKey, err = replicaRootKey(ctx, cfg, eng)
+	} else {
+		s.RootKey, err = LoadRootKey(ctx, cfg, eng)
+	}
+	if err != nil {
 		return fmt.Errorf("root key: %w", err)
 	}
 	return nil

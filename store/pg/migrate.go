@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,16 +28,12 @@ func migrations() ([]schema.Migration, error) { return schema.Load(migrationFS, 
 // waits and then finds nothing left to do; a failed migration leaves the
 // schema as it was.
 func Migrate(ctx context.Context, databaseURL string) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
-	if err != nil {
-		return fmt.Errorf("migrate: connect: %w", err)
+	// The outcome is decided by COMMIT; a failed close only loses the socket.
+	var merr error
+	if err := withConn(ctx, databaseURL, func(conn *pgx.Conn) error { merr = migrateConn(ctx, conn); return nil }); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx) // the outcome was decided by COMMIT; a failed close only loses the socket
-	}()
-	return migrateConn(ctx, conn)
+	return merr
 }
 
 func migrateConn(ctx context.Context, conn *pgx.Conn) (err error) {
