@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -107,4 +108,65 @@ func SchemaVersion(ctx context.Context, q interface {
 		return 0, known, fmt.Errorf("schema version: %w", err)
 	}
 	return applied, known, nil
+}
+
+// AppliedMigration is a row of schema_migrations.
+type AppliedMigration struct {
+	Version   int
+	Name      string
+	AppliedAt time.Time
+}
+
+// MigrationState compares the database's applied migrations with the ones
+// this binary knows (`s3gate migrate --status`).
+type MigrationState struct {
+	Applied []AppliedMigration
+	Known   []schema.Migration
+	// Pending are known and not applied: Migrate would apply them.
+	Pending []schema.Migration
+	// Unknown are applied and not known: the schema is newer than this
+	// binary (a newer binary migrated it).
+	Unknown []AppliedMigration
+}
+
+// MigrationStatus reads the state of the schema without changing anything;
+// a database never migrated has no applied migration.
+func MigrationStatus(ctx context.Context, databaseURL string) (MigrationState, error) {
+	var st MigrationState
+	known, err := migrations()
+	if err != nil {
+		return st, err
+	}
+	st.Known = known
+	err = withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+			return err
+		}
+		rows, err := conn.Query(ctx, `SELECT version, name, applied_at FROM schema_migrations ORDER BY version`)
+		if err != nil {
+			return err
+		}
+		st.Applied, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AppliedMigration])
+		return err
+	})
+	if err != nil {
+		return st, fmt.Errorf("migration status: %w", err)
+	}
+	applied, knownV := map[int]bool{}, map[int]bool{}
+	for _, a := range st.Applied {
+		applied[a.Version] = true
+	}
+	for _, m := range known {
+		knownV[m.Version] = true
+		if !applied[m.Version] {
+			st.Pending = append(st.Pending, m)
+		}
+	}
+	for _, a := range st.Applied {
+		if !knownV[a.Version] {
+			st.Unknown = append(st.Unknown, a)
+		}
+	}
+	return st, nil
 }
