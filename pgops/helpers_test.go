@@ -84,7 +84,7 @@ func sizeClasses(prefix string, seed uint64) []object {
 	return []object{
 		{key: prefix + "empty", data: []byte{}},
 		{key: prefix + "inline", data: randBytes(seed, 100)},
-		{key: prefix + "knee", data: randBytes(seed+1, inlineMax+1)},
+		{key: prefix + "knee", data: randBytes(seed+1, inlineMax+100)},
 		{key: prefix + "chunks", data: randBytes(seed+2, 2*content.ChunkSize+123)},
 		{key: prefix + "multipart", data: randBytes(seed+3, store.MinPartSize+777), parts: 2},
 	}
