@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -81,13 +83,19 @@ type object struct {
 // sizeClasses returns one object of every size class, keys prefixed: empty,
 // inline, just above the knee, multi-chunk, and a two-part multipart upload.
 func sizeClasses(prefix string, seed uint64) []object {
-	return []object{
+	objs := []object{
 		{key: prefix + "empty", data: []byte{}},
 		{key: prefix + "inline", data: randBytes(seed, 100)},
 		{key: prefix + "knee", data: randBytes(seed+1, inlineMax+100)},
 		{key: prefix + "chunks", data: randBytes(seed+2, 2*content.ChunkSize+123)},
 		{key: prefix + "multipart", data: randBytes(seed+3, store.MinPartSize+777), parts: 2},
 	}
+	if os.Getenv("S3GATE_PGOPS_BIG") != "" { // make pgops: many more, of assorted sizes
+		for i := range 40 {
+			objs = append(objs, object{key: fmt.Sprintf("%smore/%02d", prefix, i), data: randBytes(seed+100+uint64(i), (i*i*7919)%(3*content.ChunkSize))})
+		}
+	}
+	return objs
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -88,6 +88,9 @@ func (s *Server) instrument() error {
 	if err := s.registerStateMetrics(m.Registry()); err != nil {
 		return err
 	}
+	if err := s.registerDBMetrics(m.Registry()); err != nil {
+		return err
+	}
 	domain := s.cfg.Domain
 	s.handler = m.Middleware(s.handler, func(r *http.Request) string {
 		op, _, _, _ := s3api.ResolveOperation(r, domain)
