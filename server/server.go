@@ -155,7 +155,7 @@ func (s *Server) openPG(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
-	var pins fleet.Pinner // none on a replica: a hot standby takes no advisory locks (ADR 013)
+	var pins fleet.Pinner // none on a replica: the primary's GC cannot see its locks (ADR 013)
 	if s.readOnly {
 		if dbURL, err = s.openReplica(ctx, dbURL); err != nil {
 			return err
