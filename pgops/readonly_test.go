@@ -28,6 +28,13 @@ func TestReadOnlySetting(t *testing.T) {
 	})
 	c := client(start(t, config.EnginePGChunks, dsn, "S3GATE_READ_ONLY=true"))
 	expectExactly(t, c, "bkt", objs)
+	// No writer claim and no pin session: the sessions a primary's gateway
+	// opens (the pin session on its first streamed GET, just done).
+	var sessions int
+	if err := connect(t, dsn).QueryRow(ctxT(t), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name IN ('s3gate-owner', 's3gate-pins')`).Scan(&sessions); err != nil || sessions != 0 {
+		t.Fatalf("claim or pin sessions of the read-only gateway: %d, %v; want none", sessions, err)
+	}
 	_, err := c.PutObject(ctxT(t), &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("new"), Body: strings.NewReader("x")})
 	if code, msg := apiCode(err); code != "AccessDenied" || !strings.Contains(msg, "read-only replica") {
 		t.Fatalf("PUT on a READ_ONLY gateway: %v; want AccessDenied naming the read-only replica", err)
@@ -36,29 +43,52 @@ func TestReadOnlySetting(t *testing.T) {
 }
 
 // TestReadOnlySchemaCheck: a read-only instance never migrates, so it
-// refuses a schema at another version than the one it knows, older or newer.
+// refuses a schema at another version than the one it knows: none at all
+// (it does not create one), or a newer one.
 func TestReadOnlySchemaCheck(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	t.Run("primary migrates", func(t *testing.T) { start(t, config.EnginePGChunks, dsn) })
-	db := connect(t, dsn)
-	if _, err := db.Exec(ctxT(t), `INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dsn string)
+		want  string
+	}{
+		{"empty database", func(*testing.T, string) {}, "schema version 0"},
+		{"newer schema", func(t *testing.T, dsn string) {
+			t.Run("primary migrates", func(t *testing.T) { start(t, config.EnginePGChunks, dsn) })
+			if _, err := connect(t, dsn).Exec(ctxT(t), `INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
+				t.Fatal(err)
+			}
+		}, "schema version 9999"},
 	}
-	cfg, err := config.Load(nil, []string{"S3GATE_DATABASE_URL=" + dsn, "S3GATE_READ_ONLY=true", "S3GATE_DATA_DIR=" + t.TempDir(),
-		"S3GATE_ROOT_ACCESS_KEY=" + testgw.AccessKey, "S3GATE_ROOT_SECRET_KEY=" + testgw.SecretKey, "S3GATE_METRICS_ADDR=off"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err == nil {
-		srv.Close()
-		t.Fatal("a read-only gateway started on a schema newer than it knows")
-	}
-	if !strings.Contains(err.Error(), "schema version 9999") || !strings.Contains(err.Error(), "never migrates") {
-		t.Fatalf("start-up error %q; want it to name the schema version and that a replica never migrates", err)
-	}
-	var n int
-	if err := db.QueryRow(ctxT(t), `SELECT count(*) FROM schema_migrations WHERE version = 9999`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("schema_migrations changed: %d, %v", n, err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.DSN(t)
+			tc.setup(t, dsn)
+			var before string
+			db := connect(t, dsn)
+			state := `SELECT coalesce((SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations), 'none')`
+			if tc.name == "empty database" {
+				state = `SELECT coalesce(to_regclass('schema_migrations')::text, 'none')`
+			}
+			if err := db.QueryRow(ctxT(t), state).Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(nil, []string{"S3GATE_DATABASE_URL=" + dsn, "S3GATE_READ_ONLY=true", "S3GATE_DATA_DIR=" + t.TempDir(),
+				"S3GATE_ROOT_ACCESS_KEY=" + testgw.AccessKey, "S3GATE_ROOT_SECRET_KEY=" + testgw.SecretKey, "S3GATE_METRICS_ADDR=off"}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				srv.Close()
+				t.Fatal("a read-only gateway started on a schema it does not know")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "never migrates") {
+				t.Fatalf("start-up error %q; want it to name %q and that a replica never migrates", err, tc.want)
+			}
+			var after string
+			if err := db.QueryRow(ctxT(t), state).Scan(&after); err != nil || after != before {
+				t.Fatalf("schema state %q, %v after the refused start; want %q unchanged", after, err, before)
+			}
+		})
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-
-	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // The helpers below let operations tests (backups, recovery, replicas) run a
@@ -17,13 +15,9 @@ import (
 // tools against them.
 
 // NewBlankServer is NewServer without initdb: the test fills DataDir itself
-// (pg_basebackup through Tool) before Start. When no binaries exist it skips
-// the test, or fails it in CI (internal/testreq).
+// (pg_basebackup through Tool) before Start.
 func NewBlankServer(t testing.TB) *Server {
 	t.Helper()
-	if _, ok := Binaries(); !ok {
-		testreq.Missing(t, "pgtest: no PostgreSQL binaries found; set "+EnvBinDir)
-	}
 	return newServer(t, false)
 }
 

@@ -94,16 +94,23 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (err error) {
 	return nil
 }
 
+// knownVersion is the highest migration version this binary knows.
+func knownVersion() (int, error) {
+	ms, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	return ms[len(ms)-1].Version, nil
+}
+
 // SchemaVersion returns the highest applied migration version (0 if none),
 // and the highest version this binary knows.
 func SchemaVersion(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) (applied, known int, err error) {
-	ms, err := migrations()
-	if err != nil {
+	if known, err = knownVersion(); err != nil {
 		return 0, 0, err
 	}
-	known = ms[len(ms)-1].Version
 	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
 		return 0, known, fmt.Errorf("schema version: %w", err)
 	}

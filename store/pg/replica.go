@@ -33,7 +33,16 @@ func InRecovery(ctx context.Context, databaseURL string) (bool, error) {
 // so their rows arrive without their bytes.
 func CheckReplica(ctx context.Context, databaseURL string) error {
 	return withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
-		applied, known, err := SchemaVersion(ctx, conn)
+		var migrated bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&migrated); err != nil {
+			return fmt.Errorf("pg: schema version: %w", err)
+		}
+		applied, known, err := 0, 0, error(nil)
+		if migrated {
+			applied, known, err = SchemaVersion(ctx, conn)
+		} else {
+			known, err = knownVersion()
+		}
 		if err != nil {
 			return fmt.Errorf("pg: %w", err)
 		}
