@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,8 +14,6 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/fsck"
 	"github.com/s3gate/s3gate/internal/pgtest"
-	"github.com/s3gate/s3gate/internal/testgw"
-	"github.com/s3gate/s3gate/server"
 )
 
 // TestLogicalReplication publishes a pgchunks store (FOR ALL TABLES) to a
@@ -102,17 +98,7 @@ func TestLogicalReplication(t *testing.T) {
 		put(t, client(start(t, config.EnginePGLO, pdsn)), "bkt", object{key: "lo", data: randBytes(3, inlineMax+100)})
 	})
 	replicated()
-	cfg, err := config.Load(nil, []string{"S3GATE_DATABASE_URL=" + sdsn, "S3GATE_READ_ONLY=true", "S3GATE_DATA_DIR=" + t.TempDir(),
-		"S3GATE_ROOT_ACCESS_KEY=" + testgw.AccessKey, "S3GATE_ROOT_SECRET_KEY=" + testgw.SecretKey, "S3GATE_METRICS_ADDR=off"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err == nil {
-		srv.Close()
-		t.Fatal("a read-only gateway started on a subscriber holding pglo blobs")
-	}
-	if !strings.Contains(err.Error(), "logical replication subscriber") || !strings.Contains(err.Error(), "large objects do not replicate logically") {
+	if err := readOnlyStartErr(t, sdsn); !strings.Contains(err.Error(), "logical replication subscriber") || !strings.Contains(err.Error(), "large objects do not replicate logically") {
 		t.Fatalf("start-up error %q; want it to say that large objects do not replicate logically", err)
 	}
 	var out, errb bytes.Buffer

@@ -72,17 +72,7 @@ func TestReadOnlySchemaCheck(t *testing.T) {
 			if err := db.QueryRow(ctxT(t), state).Scan(&before); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := config.Load(nil, []string{"S3GATE_DATABASE_URL=" + dsn, "S3GATE_READ_ONLY=true", "S3GATE_DATA_DIR=" + t.TempDir(),
-				"S3GATE_ROOT_ACCESS_KEY=" + testgw.AccessKey, "S3GATE_ROOT_SECRET_KEY=" + testgw.SecretKey, "S3GATE_METRICS_ADDR=off"}, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
-			if err == nil {
-				srv.Close()
-				t.Fatal("a read-only gateway started on a schema it does not know")
-			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "never migrates") {
+			if err := readOnlyStartErr(t, dsn); !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "never migrates") {
 				t.Fatalf("start-up error %q; want it to name %q and that a replica never migrates", err, tc.want)
 			}
 			var after string
@@ -91,4 +81,21 @@ func TestReadOnlySchemaCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readOnlyStartErr starts a read-only gateway on dsn as `s3gate serve` would
+// and returns why it refused to start; it fails the test if it started.
+func readOnlyStartErr(t *testing.T, dsn string) error {
+	t.Helper()
+	cfg, err := config.Load(nil, []string{"S3GATE_DATABASE_URL=" + dsn, "S3GATE_READ_ONLY=true", "S3GATE_DATA_DIR=" + t.TempDir(),
+		"S3GATE_ROOT_ACCESS_KEY=" + testgw.AccessKey, "S3GATE_ROOT_SECRET_KEY=" + testgw.SecretKey, "S3GATE_METRICS_ADDR=off"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		srv.Close()
+		t.Fatal("the read-only gateway started")
+	}
+	return err
 }
