@@ -26,8 +26,12 @@ func TestReadOnlySetting(t *testing.T) {
 		createBucket(t, c, "bkt")
 		putAll(t, c, "bkt", objs)
 	})
-	c := client(start(t, config.EnginePGChunks, dsn, "S3GATE_READ_ONLY=true"))
+	gw := start(t, config.EnginePGChunks, dsn, "S3GATE_READ_ONLY=true")
+	c := client(gw)
 	expectExactly(t, c, "bkt", objs)
+	if v := scrapeValue(t, gw, `s3gate_role{role="replica"}`); v != 1 {
+		t.Errorf(`s3gate_role{role="replica"} = %v, want 1`, v)
+	}
 	// No writer claim and no pin session: the sessions a primary's gateway
 	// opens (the pin session on its first streamed GET, just done).
 	var sessions int
