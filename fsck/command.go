@@ -27,7 +27,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func command(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
 	orphans := fs.Bool("orphans", false, "also report blob files that no blob row names (large = local, after a restore)")
-	repairFlag := fs.String("repair", "", "repair what is `named`: "+RepairRemoveMissing+" (delete the objects whose blobs have no bytes, then those blob rows),\n"+
+	repairFlag := fs.String("repair", "", "repair what the `list` names: "+RepairRemoveMissing+" (delete the objects whose blobs have no bytes, then those blob rows),\n"+
 		RepairRemoveOrphans+" (remove blob files without a row older than the GC grace); comma-separated")
 	help := gc.Help{
 		Usage:   "fsck [--orphans] [--repair=remove-missing,remove-orphans] [settings]",
@@ -38,7 +38,7 @@ Objects whose blobs have no bytes are listed (object-without-bytes); after a res
 large = local, --orphans also lists blob files without a row. --repair changes the store only
 as named, then checks again and reports the result (docs/operations.md).
 Progress goes to stdout on a terminal, to stderr otherwise; problems and the summary go to stdout.
-Exit status: 0 clean, 1 problems found (or the check did not finish), 2 usage or settings error.`,
+Exit status: 0 clean (after the repairs, if any), 1 problems found (or the check did not finish), 2 usage or settings error.`,
 		Flags:    fs,
 		Settings: []string{"database-url", "data-dir", "gc-grace"},
 		Shared:   true,
