@@ -10,7 +10,7 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-full test-short tools run lint bench scenario fuzz container-check clean rules fleet-soak
+.PHONY: help build test test-full test-short tools run lint bench scenario pgops bloat fuzz container-check clean rules fleet-soak
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -21,6 +21,8 @@ help:
 	@echo "make bench      throughput/latency against a live gateway on each engine"
 	@echo "make scenario   the 2 GiB write/delete/GC scenario on each engine"
 	@echo "make fleet-soak the three-instance fleet tests on every engine, with the long histories and lease rounds"
+	@echo "make pgops      backup/restore, PITR, replicas and upgrades (pgops/) with more objects"
+	@echo "make bloat      table sizes after write/delete/GC/VACUUM on pgchunks and pglo (BLOAT_MIB, default 256)"
 	@echo "make fuzz       every fuzz target for FUZZTIME (default 300000x) each"
 	@echo "make rules      check the Prometheus alert rules and run their unit tests (promtool)"
 	@echo "make build      build $(BIN)"
@@ -76,6 +78,16 @@ scenario:
 # linearizability histories and lease-contention rounds.
 fleet-soak:
 	S3GATE_FLEET_SOAK=1 $(GO) test -count=1 -v -timeout 60m ./fleettest/
+# The PostgreSQL operations tests (pgops/) with more objects in every set
+# than the default run writes.
+pgops:
+	S3GATE_PGOPS_BIG=1 $(GO) test -race -count=1 -v -timeout 30m ./pgops/
+
+# The bloat scenario: sizes of blob_chunks (+TOAST) and pg_largeobject before,
+# after GC, after VACUUM and after writing again (docs/operations.md).
+BLOAT_MIB ?= 256
+bloat:
+	S3GATE_BLOAT=1 S3GATE_BLOAT_MIB=$(BLOAT_MIB) $(GO) test -count=1 -v -timeout 30m -run TestBloat ./pgops/
 
 # Every fuzz target for FUZZTIME each (CI runs a short pass). The budget is a
 # count of executions, not a duration: Go 1.26's fuzz coordinator can fail a

@@ -82,6 +82,9 @@ type Config struct {
 	// InstanceTTL: a fleet instance heartbeats its registration every
 	// TTL/3; one whose last heartbeat is older than TTL counts as gone.
 	InstanceTTL Duration `env:"INSTANCE_TTL" envDefault:"30s" help:"fleet mode: an instance whose heartbeat (sent every TTL/3) is older than this counts as gone and is reaped from the registry"`
+	// ReadOnly makes the instance a read replica (ADR 013). It is also on by
+	// itself when the database is a hot standby (pg_is_in_recovery()).
+	ReadOnly bool `env:"READ_ONLY" envDefault:"false" help:"serve reads only (a read replica): writes are refused, no writer claim, GC or migrations; on by itself on a hot standby"`
 
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).
@@ -203,6 +206,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return Errorf("LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	if c.ReadOnly && c.DatabaseURL == "" {
+		return Errorf("READ_ONLY", "needs %s: a read replica serves a PostgreSQL database", Name("DATABASE_URL"))
 	}
 	switch c.Standby {
 	case "wait", "refuse":

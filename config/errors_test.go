@@ -67,6 +67,9 @@ func TestSettingErrors(t *testing.T) {
 		{"SHARED_MEDIA", []string{"S3GATE_SHARED_MEDIA=nfs"}, nil, `S3GATE_SHARED_MEDIA (-shared-media): "nfs" is not true or false`},
 		{"INSTANCE_TTL", []string{"S3GATE_INSTANCE_TTL=1s"}, nil, `S3GATE_INSTANCE_TTL (-instance-ttl): 1s is not between 3s and 10m0s`},
 		{"INSTANCE_TTL", []string{"S3GATE_INSTANCE_TTL=soon"}, nil, `S3GATE_INSTANCE_TTL (-instance-ttl): "soon" ` + dur},
+		{"READ_ONLY", []string{"S3GATE_READ_ONLY=sometimes"}, nil, `S3GATE_READ_ONLY (-read-only): "sometimes" is not true or false`},
+		{"READ_ONLY", []string{"S3GATE_DATABASE_URL=", "S3GATE_READ_ONLY=true"}, nil,
+			`S3GATE_READ_ONLY (-read-only): needs S3GATE_DATABASE_URL (-database-url): a read replica serves a PostgreSQL database`},
 	}
 	// Settings whose every value Load accepts: DATA_DIR (an empty one takes
 	// the default) is checked when serve starts (server.Preflight).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/s3gate/s3gate/gc"
 )
@@ -14,33 +15,47 @@ import (
 // maxListed bounds the problems printed one per line; the count is exact.
 const maxListed = 1000
 
-// Command is `s3gate fsck [configuration flags]`: it checks the database
-// (and media) of the gateway's configuration and prints what is wrong. It
-// never changes anything. Exit code: 0 clean, 1 problems found (or the check
-// failed), 2 usage or configuration error.
+// Command is `s3gate fsck [--orphans] [--repair=...] [configuration flags]`:
+// it checks the database (and media) of the gateway's configuration and
+// prints what is wrong. It changes nothing unless --repair names what to
+// repair. Exit code: 0 clean (after the repairs, if any), 1 problems found (or
+// the check failed), 2 usage or configuration error.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return command(ctx, args, os.Environ(), stdout, stderr)
 }
 
 func command(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
+	orphans := fs.Bool("orphans", false, "also report blob files that no blob row names (large = local, after a restore)")
+	repairFlag := fs.String("repair", "", "repair what the `list` names: "+RepairRemoveMissing+" (delete the objects whose blobs have no bytes, then those blob rows),\n"+
+		RepairRemoveOrphans+" (remove blob files without a row older than the GC grace); comma-separated")
 	help := gc.Help{
-		Usage:   "fsck [settings]",
-		Purpose: "Checks the store: every referenced blob exists and its stored bytes hash to its address; reports, never repairs.",
+		Usage:   "fsck [--orphans] [--repair=remove-missing,remove-orphans] [settings]",
+		Purpose: "Checks the store: every referenced blob exists and its stored bytes hash to its address; repairs only what --repair names.",
 		About: `It reads the database (and the data directory's files) of the same settings as serve. On
 the embedded default the data directory must not be in use: stop the gateway first.
+Objects whose blobs have no bytes are listed (object-without-bytes); after a restore of
+large = local, --orphans also lists blob files without a row. --repair changes the store only
+as named, then checks again and reports the result (docs/operations.md).
 Progress goes to stdout on a terminal, to stderr otherwise; problems and the summary go to stdout.
-Exit status: 0 clean, 1 problems found (or the check did not finish), 2 usage or settings error.`,
-		Flags:    flag.NewFlagSet("fsck", flag.ContinueOnError),
-		Settings: []string{"database-url", "data-dir"},
+Exit status: 0 clean (after the repairs, if any), 1 problems found (or the check did not finish), 2 usage or settings error.`,
+		Flags:    fs,
+		Settings: []string{"database-url", "data-dir", "gc-grace"},
 		Shared:   true,
 		Examples: []string{
 			"s3gate fsck -data-dir /var/lib/s3gate",
 			"S3GATE_DATABASE_URL=postgres://... s3gate fsck > fsck.txt",
+			"s3gate fsck --orphans --repair=remove-missing   # after restoring large = local",
 		},
 	}
-	l, code, done := gc.LoadCommand(help, gc.Flags{}, args, environ, stdout, stderr)
+	l, code, done := gc.LoadCommand(help, gc.Flags{"orphans": true, "repair": false}, args, environ, stdout, stderr)
 	if done {
 		return code
+	}
+	repairs, err := ParseRepairs(*repairFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate fsck: --repair: %v\n", err)
+		return gc.ExitUsage
 	}
 	t, err := gc.OpenTarget(ctx, l.Config)
 	if errors.Is(err, gc.ErrInUse) {
@@ -56,11 +71,29 @@ Exit status: 0 clean, 1 problems found (or the check did not finish), 2 usage or
 	if !gc.IsTerminal(stdout) {
 		progress = stderr
 	}
-	r, err := Check(ctx, t.DB.(Meta), Options{Media: t.Media, Progress: progress})
+	opts := Options{Media: t.Media, Progress: progress, Orphans: *orphans || repairs[RepairRemoveOrphans]}
+	r, err := Check(ctx, t.DB.(Meta), opts)
 	WriteReport(stdout, r)
 	if err != nil {
 		fmt.Fprintf(stderr, "s3gate fsck: the check did not finish: %v\n", err)
 		return gc.ExitFail
+	}
+	if len(repairs) > 0 && !r.OK() {
+		done, err := Repair(ctx, t.DB, t.Media, r, repairs, time.Duration(l.Config.GCGrace))
+		for _, d := range done {
+			fmt.Fprintln(stdout, "REPAIR", d)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "s3gate fsck: repair: %v\n", err)
+			return gc.ExitFail
+		}
+		fmt.Fprintln(stdout, "fsck: checking again after the repairs")
+		if r, err = Check(ctx, t.DB.(Meta), opts); err != nil {
+			WriteReport(stdout, r)
+			fmt.Fprintf(stderr, "s3gate fsck: the check did not finish: %v\n", err)
+			return gc.ExitFail
+		}
+		WriteReport(stdout, r)
 	}
 	if !r.OK() {
 		return gc.ExitFail
@@ -76,6 +109,13 @@ func WriteReport(w io.Writer, r Report) {
 			break
 		}
 		fmt.Fprintln(w, "PROBLEM", p)
+	}
+	for i, p := range r.Affected {
+		if i == maxListed {
+			fmt.Fprintf(w, "... and %d more affected\n", len(r.Affected)-maxListed)
+			break
+		}
+		fmt.Fprintln(w, "AFFECTED", p)
 	}
 	state := "clean"
 	if !r.OK() {

@@ -1,9 +1,9 @@
 // Package fsck verifies stored content: that every reference has its blob,
 // that every blob has all of its bytes (inline data, large object, chunk rows
 // covering its size, or a file of its size), and that those bytes still hash
-// to the blob's SHA-256 address (bitrot, truncation, lost writes). It reports
-// and never repairs: a repair would have to guess, and guessing with stored
-// data is how it gets lost.
+// to the blob's SHA-256 address (bitrot, truncation, lost writes). It reports;
+// it repairs only what an operator asks for by name after a restore
+// (restore.go), because a repair that guessed would lose stored data.
 package fsck
 
 import (
@@ -63,6 +63,10 @@ type Report struct {
 	// not problems.
 	Vanished int64
 	Problems []Problem
+	// Affected are the objects and upload parts that reference a blob with
+	// missing content (KindObjectWithoutBytes): that blob's problem is in
+	// Problems; these say what it costs.
+	Affected []Problem
 }
 
 // OK reports whether nothing is wrong.
@@ -77,6 +81,8 @@ type Options struct {
 	Progress io.Writer
 	// BatchSize is the number of blob rows read per query (default 100).
 	BatchSize int
+	// Orphans also reports blob files that no blob row names (restore.go).
+	Orphans bool
 }
 
 // Meta is what Check reads from a metadata engine: store/pg (pg.NewGC) and
@@ -140,6 +146,9 @@ func Check(ctx context.Context, db Meta, opts Options) (Report, error) {
 			return r, fmt.Errorf("fsck: %w", err)
 		}
 		if len(blobs) == 0 {
+			if err := restoreFindings(ctx, db, opts, &r); err != nil {
+				return r, fmt.Errorf("fsck: %w", err)
+			}
 			return r, nil
 		}
 		for _, b := range blobs {

@@ -66,7 +66,10 @@ var (
 	errMissingContentLength     = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
 	errPartNotSatisfiable       = &apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable"}
 	errInvalidMPObjectSize      = &apiError{"InvalidRequest", http.StatusBadRequest, "Value for x-amz-mp-object-size header is invalid."}
-	errRequestTimeout           = &apiError{"RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."}
+	// errReadOnly answers writes on a read replica (ADR 013): 403, which
+	// clients do not retry, as AWS answers a write that a policy denies.
+	errReadOnly       = &apiError{"AccessDenied", http.StatusForbidden, "This gateway is a read-only replica: it serves GET, HEAD and LIST only; send writes to the primary's gateway."}
+	errRequestTimeout = &apiError{"RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."}
 )
 
 // Errors of bucket policies and Block Public Access (bucketpolicy.go).

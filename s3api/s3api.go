@@ -72,6 +72,9 @@ type Config struct {
 	// client does not take for this long. 0 means DefaultIdleTimeout.
 	ReadIdleTimeout  time.Duration
 	WriteIdleTimeout time.Duration
+	// ReadOnly refuses every operation but reads (readonly.go): the gateway
+	// of a read replica.
+	ReadOnly bool
 }
 
 // DefaultMaxXMLBody is the default cap of parsed request bodies.
@@ -363,6 +366,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 	rq.size = res.DecodedLength
 	rq.trailer = res.Trailer
 	if err := a.authorize(rq); err != nil {
+		a.writeError(rq, err)
+		return
+	}
+	if err := a.checkReadOnly(rq); err != nil {
 		a.writeError(rq, err)
 		return
 	}

@@ -35,7 +35,7 @@ func (s *Server) gcTarget() (gc.Meta, *localfs.Media, bool) {
 func (s *Server) startGC(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	db, media, ok := s.gcTarget()
-	if !ok || s.cfg.GCInterval <= 0 {
+	if !ok || s.cfg.GCInterval <= 0 || s.readOnly { // a replica deletes nothing
 		close(done)
 		return done
 	}

@@ -39,7 +39,7 @@ func (s *Server) newMetrics() error {
 	s.metrics = metrics.New(s.log)
 	s.role.Store(RoleOwner)
 	c := roleCollector{s: s, desc: prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "", "role"),
-		"The instance's role, one series: owner (it holds the database's writer claim, or runs the embedded default) or standby (it waits for the claim). The owner series turns 0 once the claim is lost and the instance stops.",
+		"The instance's role, one series: owner (it holds the database's writer claim, or runs the embedded default), standby (it waits for the claim) or replica (read-only, no claim). The owner series turns 0 once the claim is lost and the instance stops.",
 		[]string{"role"}, nil)}
 	if err := s.metrics.Registry().Register(c); err != nil {
 		return fmt.Errorf("metrics: role: %w", err)
@@ -86,6 +86,9 @@ func (s *Server) instrument() error {
 		return fmt.Errorf("metrics: blob stats: %w", err)
 	}
 	if err := s.registerStateMetrics(m.Registry()); err != nil {
+		return err
+	}
+	if err := s.registerDBMetrics(m.Registry()); err != nil {
 		return err
 	}
 	domain := s.cfg.Domain

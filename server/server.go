@@ -78,6 +78,8 @@ type Server struct {
 	// otherwise); regMetrics its counters (fleet.go).
 	registry   *fleet.Registry
 	regMetrics *fleet.RegistryMetrics
+	// readOnly: a read replica (readonly.go), set before anything opens.
+	readOnly bool
 }
 
 // New opens the engines (migrating the schema) and builds the HTTP handler.
@@ -109,6 +111,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
+		if err := s.detectReadOnly(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.DatabaseURL != "" && !s.readOnly {
 		// Before anything else: a standby touches neither schema nor files.
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
@@ -142,7 +149,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain,
 		Identities:        s3api.KeyIdentities{Root: keys.RootAccessKey, Keys: s.engine},
 		BlockPublicAccess: cfg.BlockPublicAccess, Anonymous: anonymous,
-		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout)},
+		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout),
+		ReadOnly: s.readOnly},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
 		return nil, err
@@ -166,11 +174,19 @@ func (s *Server) openPG(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
-	if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if err := s.openSessionPins(); err != nil {
-		return err
+	var pins fleet.Pinner // none on a replica: the primary's GC cannot see its locks (ADR 013)
+	if s.readOnly {
+		if dbURL, err = s.openReplica(ctx, dbURL); err != nil {
+			return err
+		}
+	} else {
+		if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if err := s.openSessionPins(); err != nil {
+			return err
+		}
+		pins = s.rt.sessPins
 	}
 	var media *localfs.Media
 	if cfg.LargeEngine == config.EngineLocal {
@@ -179,7 +195,9 @@ func (s *Server) openPG(ctx context.Context) error {
 			return fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
 		}
 	}
-	if cfg.Fleet { // the instance id exists before the engine that may use it
+	// A replica writes nothing, registrations included: it serves reads
+	// beside the fleet without joining it (ADR 013).
+	if cfg.Fleet && !s.readOnly { // the instance id exists before the engine that may use it
 		if err := s.register(ctx); err != nil {
 			return err
 		}
@@ -191,7 +209,7 @@ func (s *Server) openPG(ctx context.Context) error {
 		Media:       media,
 		Region:      cfg.Region,
 		SkipMigrate: true, // migrated above, without the pool options in the URL
-		Pins:        s.rt.sessPins,
+		Pins:        pins,
 		Governor:    s.rt.gov,
 	})
 	if err != nil {
@@ -199,13 +217,18 @@ func (s *Server) openPG(ctx context.Context) error {
 	}
 	s.engine, s.media = eng, media
 	s.onClose("close database pool", func() error { eng.Close(); return nil })
-	if cfg.Fleet && media != nil {
+	if cfg.Fleet && !s.readOnly && media != nil {
 		if err := s.probeSharedMedia(ctx, eng); err != nil {
 			return err
 		}
 	}
 	// The generated pair is kept in the database, shared by every instance.
-	if s.RootKey, err = LoadRootKey(ctx, cfg, eng); err != nil {
+	if s.readOnly {
+		s.RootKey, err = replicaRootKey(ctx, cfg, eng)
+	} else {
+		s.RootKey, err = LoadRootKey(ctx, cfg, eng)
+	}
+	if err != nil {
 		return fmt.Errorf("root key: %w", err)
 	}
 	return nil

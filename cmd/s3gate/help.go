@@ -48,7 +48,7 @@ Online GC runs every -gc-interval.`,
 			{Title: "Storage", Settings: []string{"database-url", "data-dir", "large-engine", "inline-max"}},
 			{Title: "Listening", Settings: []string{"addr", "metrics-addr", "tls-cert-file", "tls-key-file", "region", "domain"}},
 			{Title: "Root key", Settings: []string{"root-access-key", "root-secret-key"}},
-			{Title: "Instances and shutdown", Settings: []string{"standby", "fleet", "shared-media", "instance-ttl", "db-wait", "db-max-conns", "drain-timeout"}},
+			{Title: "Instances and shutdown", Settings: []string{"standby", "read-only", "fleet", "shared-media", "instance-ttl", "db-wait", "db-max-conns", "drain-timeout"}},
 			{Title: "Online GC", Settings: []string{"gc-interval", "gc-grace", "upload-expiry"}},
 			{Title: "Limits", Settings: []string{"max-conns", "max-pins", "bandwidth-global", "bandwidth-per-request", "read-idle-timeout", "write-idle-timeout"}},
 			{Title: "Logs and metrics", Settings: []string{"log-format", "log-level", "metrics-stats-ttl"}},
@@ -61,12 +61,15 @@ Online GC runs every -gc-interval.`,
 		},
 	},
 	"migrate": {
-		Usage:    "migrate [settings]",
-		Purpose:  "Applies the PostgreSQL schema migrations and exits (the embedded store migrates itself on start).",
-		About:    "serve applies them too on start; migrate lets a deployment apply them first, as its own step.",
+		Usage:   "migrate [--status] [settings]",
+		Purpose: "Applies the PostgreSQL schema migrations and exits (the embedded store migrates itself on start).",
+		About: `serve applies them too on start; migrate lets a deployment apply them first, as its own step.
+--status changes nothing: it lists the applied, pending and unknown (applied by a newer binary)
+migrations. Exit status of --status: 0 up to date, 1 the status could not be read, 2 usage or
+settings error, 3 migrations pending, 4 the database is newer than this binary.`,
 		Settings: []string{"database-url", "log-format", "log-level"},
 		Shared:   true,
-		Examples: []string{"s3gate migrate -database-url postgres://user@db/s3gate"},
+		Examples: []string{"s3gate migrate -database-url postgres://user@db/s3gate", "s3gate migrate --status"},
 	},
 	"healthcheck": {
 		Usage:   "healthcheck [settings]",

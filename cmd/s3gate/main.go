@@ -4,7 +4,7 @@
 // Usage:
 //
 //	s3gate serve       [flags]   serve the S3 API (and metrics/health on -metrics-addr)
-//	s3gate migrate     [flags]   apply the schema migrations and exit
+//	s3gate migrate     [flags]   apply the schema migrations and exit (--status: report only)
 //	s3gate healthcheck [flags]   exit 0 if the gateway on -metrics-addr is ready, else 1
 //	s3gate admin key ...       manage access keys
 //	s3gate gc          [flags]   reclaim content that nothing references
@@ -84,6 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "s3gate: unknown command %q (serve, migrate, admin, gc, fsck, healthcheck, version, help); s3gate help lists them\n", cmd)
 		return 2
 	}
+	status := false
+	if cmd == "migrate" {
+		rest, status = statusFlag(rest)
+	}
 	cfg, err := config.Load(rest, os.Environ(), stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -100,6 +104,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg.DatabaseURL == "" {
 			log.Error("migrate needs " + config.Prefix + "DATABASE_URL (the embedded store migrates itself on start)")
 			return 2
+		}
+		if status {
+			return migrateStatus(ctx, cfg.DatabaseURL, stdout, stderr)
 		}
 		if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
 			log.Error("migrate failed", "err", err)

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/s3gate/s3gate/internal/testreq"
 )
 
 // Server is a PostgreSQL server of one test's own, which the test stops and
-// starts (outage tests). Its port is fixed when it is created, so a gateway
+// starts (outage tests, operations tests). Its port is fixed when it is created, so a gateway
 // can be pointed at it before it first starts.
 type Server struct {
 	s    *server
@@ -21,14 +23,17 @@ type Server struct {
 }
 
 // NewServer initializes a server's data directory and picks its port, without
-// starting it; it is stopped and removed when the test ends. It calls t.Skip
-// when no PostgreSQL binaries exist (and S3GATE_TEST_DATABASE_URL cannot
-// help: a shared server cannot be stopped).
-func NewServer(t testing.TB) *Server {
+// starting it; it is stopped and removed when the test ends. When no
+// PostgreSQL binaries exist (S3GATE_TEST_DATABASE_URL cannot help: a shared
+// server cannot be stopped) it skips the test, or fails it in CI
+// (internal/testreq).
+func NewServer(t testing.TB) *Server { return newServer(t, true) }
+
+func newServer(t testing.TB, initdb bool) *Server {
 	t.Helper()
 	bin, ok := Binaries()
 	if !ok {
-		t.Skip("pgtest: no PostgreSQL binaries (initdb, postgres) found; set " + EnvBinDir + " to run this outage test")
+		testreq.Missing(t, "pgtest: no PostgreSQL binaries (initdb, postgres) found; set "+EnvBinDir+" to run this test")
 	}
 	cred, err := serverCredential()
 	if err != nil {
@@ -49,12 +54,14 @@ func NewServer(t testing.TB) *Server {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"),
-		"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	if initdb {
+		initdb := exec.Command(filepath.Join(bin, "initdb"),
+			"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		initdb.Dir = dir
+		if out, err := initdb.CombinedOutput(); err != nil {
+			t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		}
 	}
 	port, err := freePort()
 	if err != nil {

@@ -110,6 +110,7 @@ type server struct {
 	exited  chan struct{} // closed when the postmaster has exited
 	waitErr error         // valid after exited is closed
 	logPath string
+	extra   []string // further "name=value" settings of a test's own server (ops.go)
 }
 
 var (
@@ -332,6 +333,9 @@ func (s *server) launch(bin, data string, cred *syscall.Credential) error {
 		"-c", "shared_buffers=64MB",
 		"-c", "max_locks_per_transaction=128",
 	)
+	for _, kv := range s.extra {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.Dir = s.dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf

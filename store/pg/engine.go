@@ -137,6 +137,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	setDefaultParam(pcfg.ConnConfig.RuntimeParams, "idle_in_transaction_session_timeout", idleInTxTimeout)
 	setDefaultParam(pcfg.ConnConfig.RuntimeParams, "statement_timeout", statementTimeout)
+	setDefaultParam(pcfg.ConnConfig.RuntimeParams, "application_name", AppName)
 	if !cfg.SkipMigrate {
 		if err := Migrate(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err

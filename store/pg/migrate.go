@@ -29,16 +29,12 @@ func migrations() ([]schema.Migration, error) { return schema.Load(migrationFS, 
 // waits and then finds nothing left to do; a failed migration leaves the
 // schema as it was.
 func Migrate(ctx context.Context, databaseURL string) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
-	if err != nil {
-		return fmt.Errorf("migrate: connect: %w", err)
+	// The outcome is decided by COMMIT; a failed close only loses the socket.
+	var merr error
+	if err := withConn(ctx, databaseURL, func(conn *pgx.Conn) error { merr = migrateConn(ctx, conn); return nil }); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx) // the outcome was decided by COMMIT; a failed close only loses the socket
-	}()
-	return migrateConn(ctx, conn)
+	return merr
 }
 
 func migrateConn(ctx context.Context, conn *pgx.Conn) (err error) {
@@ -98,18 +94,86 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (err error) {
 	return nil
 }
 
+// knownVersion is the highest migration version this binary knows.
+func knownVersion() (int, error) {
+	ms, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	return ms[len(ms)-1].Version, nil
+}
+
 // SchemaVersion returns the highest applied migration version (0 if none),
 // and the highest version this binary knows.
 func SchemaVersion(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) (applied, known int, err error) {
-	ms, err := migrations()
-	if err != nil {
+	if known, err = knownVersion(); err != nil {
 		return 0, 0, err
 	}
-	known = ms[len(ms)-1].Version
 	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
 		return 0, known, fmt.Errorf("schema version: %w", err)
 	}
 	return applied, known, nil
+}
+
+// AppliedMigration is a row of schema_migrations.
+type AppliedMigration struct {
+	Version   int
+	Name      string
+	AppliedAt time.Time
+}
+
+// MigrationState compares the database's applied migrations with the ones
+// this binary knows (`s3gate migrate --status`).
+type MigrationState struct {
+	Applied []AppliedMigration
+	Known   []schema.Migration
+	// Pending are known and not applied: Migrate would apply them.
+	Pending []schema.Migration
+	// Unknown are applied and not known: the schema is newer than this
+	// binary (a newer binary migrated it).
+	Unknown []AppliedMigration
+}
+
+// MigrationStatus reads the state of the schema without changing anything;
+// a database never migrated has no applied migration.
+func MigrationStatus(ctx context.Context, databaseURL string) (MigrationState, error) {
+	var st MigrationState
+	known, err := migrations()
+	if err != nil {
+		return st, err
+	}
+	st.Known = known
+	err = withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+			return err
+		}
+		rows, err := conn.Query(ctx, `SELECT version, name, applied_at FROM schema_migrations ORDER BY version`)
+		if err != nil {
+			return err
+		}
+		st.Applied, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AppliedMigration])
+		return err
+	})
+	if err != nil {
+		return st, fmt.Errorf("migration status: %w", err)
+	}
+	applied, knownV := map[int]bool{}, map[int]bool{}
+	for _, a := range st.Applied {
+		applied[a.Version] = true
+	}
+	for _, m := range known {
+		knownV[m.Version] = true
+		if !applied[m.Version] {
+			st.Pending = append(st.Pending, m)
+		}
+	}
+	for _, a := range st.Applied {
+		if !knownV[a.Version] {
+			st.Unknown = append(st.Unknown, a)
+		}
+	}
+	return st, nil
 }

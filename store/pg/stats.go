@@ -21,11 +21,15 @@ func (e *Engine) Ready(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("schema: %w", err)
 	}
-	if applied != known {
-		// Open refuses the same mismatch: an older schema lacks what this
-		// binary uses, a newer one may have changed it.
+	if applied < known {
+		// Open refuses the same: an older schema lacks what this binary uses.
 		return fmt.Errorf("schema: version %d applied, this binary needs %d", applied, known)
 	}
+	// A newer schema, migrated under this running instance, is ready:
+	// migrations expand first and contract only once no older binary runs
+	// (docs/operations.md), so what this instance uses is still there. Open
+	// still refuses to start on it: that is where a contracted schema would
+	// be met.
 	if e.media != nil {
 		if err := e.media.Writable(ctx); err != nil {
 			return fmt.Errorf("storage: %w", err)

@@ -1,0 +1,186 @@
+package fsck
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/localfs"
+	"github.com/s3gate/s3gate/store/pg"
+)
+
+// After a restore of `large = local`, the database and the data directory
+// come from copies of different times (docs/operations.md): objects whose
+// blob files are missing, and blob files that no row names. Check reports
+// both; Repair makes the store consistent, but only the repairs asked for.
+
+// Kinds of Problem of a restore.
+const (
+	// KindObjectWithoutBytes: an object or upload part references a blob
+	// whose content is missing (Report.Affected; the blob's own problem is
+	// missing-content).
+	KindObjectWithoutBytes = "object-without-bytes"
+	// KindOrphanFile: a blob file whose id has no blob row (Options.Orphans).
+	KindOrphanFile = "orphan-file"
+)
+
+// Repairs that Repair can make (fsck --repair=a,b).
+const (
+	// RepairRemoveMissing deletes the objects that reference blobs whose
+	// bytes are missing, and then those blobs' rows.
+	RepairRemoveMissing = "remove-missing"
+	// RepairRemoveOrphans removes orphan blob files older than the GC grace,
+	// as GC would (which does it anyway, in time).
+	RepairRemoveOrphans = "remove-orphans"
+)
+
+// referrers is what the restore findings and repairs need of store/pg.
+type referrers interface {
+	BlobReferrers(ctx context.Context, ids []int64) ([]pg.BlobRef, error)
+	RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64) (bool, error)
+	RemoveBlobRow(ctx context.Context, id int64) (bool, error)
+}
+
+var _ referrers = (*pg.GC)(nil)
+
+// missingContent returns the ids of the blobs whose content is missing.
+func missingContent(r Report) []int64 {
+	var ids []int64
+	for _, p := range r.Problems {
+		if p.Kind == KindMissingContent && p.BlobID != 0 {
+			ids = append(ids, p.BlobID)
+		}
+	}
+	return ids
+}
+
+// restoreFindings adds the objects without bytes and, with opts.Orphans,
+// the orphan files to r.
+func restoreFindings(ctx context.Context, db Meta, opts Options, r *Report) error {
+	if ids := missingContent(*r); len(ids) > 0 {
+		if rf, ok := db.(referrers); ok {
+			refs, err := rf.BlobReferrers(ctx, ids)
+			if err != nil {
+				return err
+			}
+			for _, ref := range refs {
+				r.Affected = append(r.Affected, Problem{Kind: KindObjectWithoutBytes, Where: where(ref),
+					Detail: fmt.Sprintf("blob %d has no bytes", ref.BlobID)})
+			}
+		}
+	}
+	if !opts.Orphans || opts.Media == nil {
+		return nil
+	}
+	rl, ok := db.(interface {
+		Rowless(ctx context.Context, ids []int64) ([]int64, error)
+	})
+	if !ok {
+		return nil
+	}
+	ids, err := opts.Media.BlobIDs(ctx)
+	if err != nil {
+		return fmt.Errorf("blob files: %w", err)
+	}
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), 1000)]
+		ids = ids[len(batch):]
+		orphans, err := rl.Rowless(ctx, batch)
+		if err != nil {
+			return err
+		}
+		for _, id := range orphans {
+			r.Problems = append(r.Problems, Problem{Kind: KindOrphanFile, BlobID: id, Tier: store.TierLocal,
+				Detail: "blob file without a blob row (GC removes it after its grace)"})
+		}
+	}
+	return nil
+}
+
+func where(ref pg.BlobRef) string {
+	switch {
+	case ref.UploadID != "":
+		return fmt.Sprintf("upload %s part %d (%s/%s)", ref.UploadID, ref.Part, ref.Bucket, ref.Key)
+	case ref.Part > 0:
+		return fmt.Sprintf("object %s/%s part %d", ref.Bucket, ref.Key, ref.Part)
+	}
+	return fmt.Sprintf("object %s/%s", ref.Bucket, ref.Key)
+}
+
+// ParseRepairs parses the value of --repair: a comma-separated list of
+// RepairRemoveMissing and RepairRemoveOrphans.
+func ParseRepairs(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, v := range strings.Split(s, ",") {
+		switch v = strings.TrimSpace(v); v {
+		case RepairRemoveMissing, RepairRemoveOrphans:
+			out[v] = true
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown repair %q (want %s, %s or both, comma-separated)", v, RepairRemoveMissing, RepairRemoveOrphans)
+		}
+	}
+	return out, nil
+}
+
+// Repair makes the repairs asked for from the findings of r and returns one
+// line per thing it changed or left. grace is GC's: orphan files younger than
+// it may be a put in flight and stay.
+func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, repairs map[string]bool, grace time.Duration) ([]string, error) {
+	var done []string
+	if repairs[RepairRemoveMissing] {
+		rf, ok := db.(referrers)
+		if !ok {
+			return nil, fmt.Errorf("--repair=%s needs PostgreSQL metadata", RepairRemoveMissing)
+		}
+		ids := missingContent(r)
+		if len(ids) > 0 {
+			refs, err := rf.BlobReferrers(ctx, ids)
+			if err != nil {
+				return done, err
+			}
+			var removed []string
+			for _, ref := range refs {
+				if ref.UploadID != "" {
+					done = append(done, fmt.Sprintf("left %s: abort the upload (or let UPLOAD_EXPIRY reap it)", where(ref)))
+					continue
+				}
+				obj := ref.Bucket + "/" + ref.Key
+				if slices.Contains(removed, obj) {
+					continue
+				}
+				ok, err := rf.RemoveObjectWithBlobs(ctx, ref.Bucket, ref.Key, ids)
+				if err != nil {
+					return done, err
+				}
+				if ok {
+					removed = append(removed, obj)
+					done = append(done, fmt.Sprintf("removed object %s: blob %d has no bytes", obj, ref.BlobID))
+				}
+			}
+		}
+		for _, id := range ids {
+			ok, err := rf.RemoveBlobRow(ctx, id)
+			if err != nil {
+				return done, err
+			}
+			if ok {
+				done = append(done, fmt.Sprintf("removed blob row %d (no bytes, no reference)", id))
+			} else {
+				done = append(done, fmt.Sprintf("left blob row %d: still referenced or pinned", id))
+			}
+		}
+	}
+	if repairs[RepairRemoveOrphans] && media != nil {
+		n, err := gc.ReapBlobFiles(ctx, db, media, gc.Options{Grace: grace})
+		if err != nil {
+			return done, err
+		}
+		done = append(done, fmt.Sprintf("removed %d orphan blob files older than %s", n, grace))
+	}
+	return done, nil
+}

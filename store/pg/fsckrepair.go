@@ -1,0 +1,89 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/s3gate/s3gate/fleet"
+)
+
+// The repairs of `s3gate fsck --repair` (package fsck): after the database
+// and the data directory were restored from copies of different times, some
+// objects reference blobs whose bytes are gone. Each repair is its own short
+// transaction under the lock the write paths take.
+
+// BlobRef is an object or an upload part that references a blob.
+type BlobRef struct {
+	BlobID      int64
+	Bucket, Key string // an object (whole or one of its parts)
+	UploadID    string // an upload part instead ("" for objects)
+	Part        int    // the part number, 0 for a whole object
+}
+
+// BlobReferrers lists the objects and upload parts that reference blobs ids.
+func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]BlobRef, error) {
+	rows, err := g.db.Query(ctx, `
+		SELECT blob_id, bucket, key, '', 0 FROM objects WHERE blob_id = ANY($1)
+		UNION ALL SELECT blob_id, bucket, key, '', part_number FROM object_parts WHERE blob_id = ANY($1)
+		UNION ALL SELECT u.blob_id, up.bucket, up.key, u.upload_id, u.part_number
+		          FROM upload_parts u JOIN uploads up ON up.upload_id = u.upload_id WHERE u.blob_id = ANY($1)
+		ORDER BY 2, 3, 4, 5`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("blob referrers: %w", err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[BlobRef])
+	if err != nil {
+		return nil, fmt.Errorf("blob referrers: %w", err)
+	}
+	return refs, nil
+}
+
+// RemoveObjectWithBlobs deletes object bucket/key (its parts with it) if it
+// still references one of blobs ids, under the object's lock as DELETE
+// takes it. It reports whether it deleted it.
+func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64) (bool, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
+		if err := lockXact(ctx, tx, objectLockKey(bucket, key)); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM objects o WHERE o.bucket = $1 AND o.key = $2
+			AND (o.blob_id = ANY($3) OR EXISTS (SELECT 1 FROM object_parts p
+			     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($3)))`, bucket, key, ids)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+	}
+	return n > 0, nil
+}
+
+// RemoveBlobRow deletes the row of blob id, whose bytes are gone, unless
+// something still references it (the foreign keys decide, as for GC) or a
+// pin holds it. A row left in place would let a put of the same content
+// deduplicate onto bytes that do not exist.
+func (g *GC) RemoveBlobRow(ctx context.Context, id int64) (bool, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, fleet.BlobLockKey(id)).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM blobs WHERE id = $1`, id)
+		n = tag.RowsAffected()
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // still referenced
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("remove blob row %d: %w", id, err)
+	}
+	return n > 0, nil
+}
