@@ -341,7 +341,8 @@ func ReadKnee(r io.Reader, max int) (head []byte, fits bool, err error) {
 		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if rerr == io.EOF {
-			return buf, true, nil
+			// The last Read may bring the byte past the knee with its EOF.
+			return buf, len(buf) <= max, nil
 		}
 		if rerr != nil {
 			return buf, false, rerr

@@ -374,13 +374,18 @@ func TestReadKnee(t *testing.T) {
 		size int
 		fits bool
 		slow bool
+		// dataEOF: the reader returns its last bytes together with io.EOF
+		// (allowed by io.Reader, and what some body readers do).
+		dataEOF bool
 	}{
-		{"empty", 0, true, false},
-		{"small", 10, true, false},
-		{"just below", max - 1, true, true},
-		{"at the knee", max, true, false},
-		{"one above", max + 1, false, false},
-		{"far above", 3*max + 17, false, true},
+		{"empty", 0, true, false, false},
+		{"small", 10, true, false, false},
+		{"just below", max - 1, true, true, false},
+		{"at the knee", max, true, false, false},
+		{"at the knee, data with EOF", max, true, false, true},
+		{"one above", max + 1, false, false, false},
+		{"one above, data with EOF", max + 1, false, false, true},
+		{"far above", 3*max + 17, false, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,6 +393,9 @@ func TestReadKnee(t *testing.T) {
 			var r io.Reader = bytes.NewReader(data)
 			if tt.slow {
 				r = iotest.HalfReader(r)
+			}
+			if tt.dataEOF {
+				r = iotest.DataErrReader(r)
 			}
 			head, fits, err := ReadKnee(r, max)
 			if err != nil {
