@@ -311,3 +311,11 @@ func (t txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (bo
 	}
 	return n > 0, nil
 }
+
+// errNoRowPins: row pins (ADR 010) need a database that several instances
+// share; the embedded engine has one process and in-process pins.
+var errNoRowPins = errors.New("embedded: row pins are PostgreSQL-only")
+
+// PinRows implements protocol.Tx by refusing: the embedded engine never turns
+// row pins on.
+func (t txn) PinRows(context.Context, []int64, string, time.Duration) error { return errNoRowPins }

@@ -90,6 +90,11 @@ type Tx interface {
 	// DeleteUpload deletes the upload row of bucket/key (its part rows go
 	// with it); deleted is false if there was none.
 	DeleteUpload(ctx context.Context, bucket, key, uploadID string) (deleted bool, err error)
+	// PinRows inserts, inside a write transaction, the pin rows (blob,
+	// owner) of ids expiring ttl from now in database time, or renews those
+	// that have not expired; an expired row is replaced by a fresh one, never
+	// renewed (ADR 010). Row pins are PostgreSQL's: other dialects refuse.
+	PinRows(ctx context.Context, ids []int64, owner string, ttl time.Duration) error
 }
 
 // Blob is a blob row to upsert.

@@ -1,0 +1,120 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/store/pg/content"
+)
+
+// Row pins (docs/adr/010-row-pins.md): the statements of fleet.RowPins and of
+// the pin rows of a joint transaction. Every expiry is in database time, and
+// no statement ever extends a row whose expiry has passed.
+
+// pinExpiry is "ttl ($3, in microseconds) from now" in database time.
+const pinExpiry = `clock_timestamp() + $3::bigint * interval '1 microsecond'`
+
+// RowPinStore is fleet.RowPinStore on a pool.
+type RowPinStore struct{ db *pgxpool.Pool }
+
+var _ fleet.RowPinStore = RowPinStore{}
+
+// NewRowPinStore returns the row pin statements on db.
+func NewRowPinStore(db *pgxpool.Pool) RowPinStore { return RowPinStore{db: db} }
+
+// Pin implements fleet.RowPinStore in one short transaction.
+func (s RowPinStore) Pin(ctx context.Context, blobID int64, owner string, ttl time.Duration) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error { return pinRows(ctx, tx, []int64{blobID}, owner, ttl) })
+	if err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// Renew implements fleet.RowPinStore. The rows are locked in id order first,
+// so that a renewal and a joint transaction pinning several of the same rows
+// (a Complete) take them in one order.
+func (s RowPinStore) Renew(ctx context.Context, owner string, ids []int64, ttl time.Duration) ([]int64, error) {
+	got, err := collect[int64](s.db.Query(ctx, `WITH t AS (
+			SELECT blob_id FROM pins WHERE owner = $1 AND blob_id = ANY($2) AND expires_at > clock_timestamp()
+			ORDER BY blob_id FOR UPDATE)
+		UPDATE pins p SET expires_at = `+pinExpiry+` FROM t
+		WHERE p.owner = $1 AND p.blob_id = t.blob_id AND p.expires_at > clock_timestamp()
+		RETURNING p.blob_id`, owner, ids, ttl.Microseconds()))
+	if err != nil {
+		return nil, fmt.Errorf("renew pins: %w", mapErr(err))
+	}
+	return got, nil
+}
+
+// DropOwner implements fleet.RowPinStore.
+func (s RowPinStore) DropOwner(ctx context.Context, owner string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM pins WHERE owner = $1`, owner); err != nil {
+		return fmt.Errorf("drop pins of %s: %w", owner, mapErr(err))
+	}
+	return nil
+}
+
+// PinRows implements protocol.Tx: the pin rows of a joint transaction.
+func (t *txn) PinRows(ctx context.Context, ids []int64, owner string, ttl time.Duration) error {
+	if t.tx == nil {
+		return errors.New("pin rows: needs a transaction")
+	}
+	if err := pinRows(ctx, t.tx, ids, owner, ttl); err != nil {
+		return err
+	}
+	if t.afterPinRows != nil {
+		return t.afterPinRows(t.tx)
+	}
+	return nil
+}
+
+// pinRows inserts the (blob, owner) rows of ids expiring ttl from now, in id
+// order, or renews those that exist and have not expired. A row that exists
+// but expired is not renewed (ON CONFLICT's WHERE fails, but the row is now
+// locked by this transaction): it is deleted and a fresh row inserted in its
+// place. A missing blob row is fleet.ErrBlobGone.
+func pinRows(ctx context.Context, q content.Querier, ids []int64, owner string, ttl time.Duration) error {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids) // ON CONFLICT cannot touch one row twice
+	done, err := collect[int64](q.Query(ctx, `INSERT INTO pins (blob_id, owner, expires_at)
+		SELECT i, $2, `+pinExpiry+` FROM unnest($1::bigint[]) WITH ORDINALITY AS x (i, n) ORDER BY n
+		ON CONFLICT (blob_id, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
+		WHERE pins.expires_at > clock_timestamp()
+		RETURNING blob_id`, ids, owner, ttl.Microseconds()))
+	if err != nil {
+		return pinErr(err)
+	}
+	if len(done) == len(ids) {
+		return nil
+	}
+	renewed := make(map[int64]bool, len(done))
+	for _, id := range done {
+		renewed[id] = true
+	}
+	expired := slices.DeleteFunc(ids, func(id int64) bool { return renewed[id] })
+	if _, err := q.Exec(ctx, `DELETE FROM pins WHERE owner = $2 AND blob_id = ANY($1) AND expires_at <= clock_timestamp()`,
+		expired, owner); err != nil {
+		return fmt.Errorf("replace expired pins: %w", mapErr(err))
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO pins (blob_id, owner, expires_at)
+		SELECT i, $2, `+pinExpiry+` FROM unnest($1::bigint[]) AS i`, expired, owner, ttl.Microseconds()); err != nil {
+		return pinErr(err)
+	}
+	return nil
+}
+
+func pinErr(err error) error {
+	if isFKViolation(err, "pins_blob_id_fkey") {
+		return fmt.Errorf("pin rows: %w", fleet.ErrBlobGone)
+	}
+	return fmt.Errorf("pin rows: %w", mapErr(err))
+}
