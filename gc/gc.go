@@ -71,6 +71,7 @@ var (
 	_ Meta      = (*pg.GC)(nil)
 	_ dbContent = (*pg.GC)(nil)
 	_ fleetWide = (*pg.GC)(nil)
+	_ pinReaper = (*pg.GC)(nil)
 	_ Meta      = (*embedded.GC)(nil)
 )
 
@@ -82,6 +83,12 @@ type dbContent interface {
 	ReapLargeObjects(ctx context.Context, grace, lockTimeout time.Duration, guard func(context.Context) error) (int64, error)
 	PlanStages(ctx context.Context, stageGrace time.Duration) (int64, error)
 	PlanLargeObjects(ctx context.Context, grace time.Duration) (n, bytes int64, err error)
+}
+
+// pinReaper is the part of a Meta with row pins (store/pg): it deletes
+// expired pin rows in bounded batches.
+type pinReaper interface {
+	ReapPins(ctx context.Context, batch int) (int64, error)
 }
 
 // unstager is the part of a dbContent engine's GCTx that drops a stage row
@@ -192,6 +199,7 @@ type Stats struct {
 	LargeObjectsUnlinked int64 // orphan large objects (not those of deleted blobs)
 	StageFilesRemoved    int64
 	BlobFilesRemoved     int64 // files without a blob row
+	PinsReaped           int64 // expired pin rows (ADR 010)
 }
 
 // Add accumulates o into s.
@@ -206,6 +214,7 @@ func (s *Stats) Add(o Stats) {
 	s.LargeObjectsUnlinked += o.LargeObjectsUnlinked
 	s.StageFilesRemoved += o.StageFilesRemoved
 	s.BlobFilesRemoved += o.BlobFilesRemoved
+	s.PinsReaped += o.PinsReaped
 }
 
 // Sweep deletes every blob that nothing references and that is older than
