@@ -234,9 +234,12 @@ func TestRowPinJointPut(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			v := newRowPinEnv(t, mode, "", "A")
 			c := independent(t, v.dsn)
-			visible := func() (blobs, objects, pins int64) {
+			// Content in the database is owned by its stage row until the
+			// joint transaction claims it (ADR 007): the claim commits with
+			// the entry, the object row and the pin row.
+			visible := func() (blobs, objects, pins, stages int64) {
 				return scanInt(t, c, `SELECT count(*) FROM blobs`), scanInt(t, c, `SELECT count(*) FROM objects`),
-					scanInt(t, c, `SELECT count(*) FROM pins`)
+					scanInt(t, c, `SELECT count(*) FROM pins`), scanInt(t, c, `SELECT count(*) FROM blob_stages`)
 			}
 			inTx := make(chan struct{})
 			resume := make(chan error)
@@ -253,16 +256,21 @@ func TestRowPinJointPut(t *testing.T) {
 					done <- err
 				}()
 				<-inTx
-				b0, o0, p0 := visible()
+				b0, o0, p0, s0 := visible()
 				resume <- nil
 				if err := <-done; err != nil {
 					t.Fatalf("put %d bytes: %v", size, err)
 				}
-				b1, o1, p1 := visible()
+				b1, o1, p1, s1 := visible()
 				if b0+o0+p0 != 0 || b1 != 1 || o1 != 1 || p1 != 1 {
 					t.Errorf("put %d bytes: blobs, objects, pins seen %d, %d, %d before COMMIT and %d, %d, %d after it; want none, then all",
 						size, b0, o0, p0, b1, o1, p1)
 				}
+				if staged := size > testKnee && mode != LargeLocal; s0 != map[bool]int64{true: 1}[staged] || s1 != 0 {
+					t.Errorf("put %d bytes: %d stage rows before COMMIT, %d after; want the content claimed at COMMIT", size, s0, s1)
+				}
+				_, _, got := v.get(t, "k", store.GetOptions{}) // through a row pin
+				sameBytes(t, "read back", got, data)
 				wipe(t, v, c)
 			}
 
