@@ -67,6 +67,14 @@ type Config struct {
 	// for longer (per-read/per-write deadlines, not a whole-request timeout).
 	ReadIdleTimeout  Duration `env:"READ_IDLE_TIMEOUT" envDefault:"60s" help:"a request body read without progress for this long ends the request (400 RequestTimeout)"`
 	WriteIdleTimeout Duration `env:"WRITE_IDLE_TIMEOUT" envDefault:"60s" help:"a response write the client does not take for this long cuts the connection (a stalled GET releases its pins)"`
+	// PinMode: how GETs protect what they stream (docs/adr/010-row-pins.md).
+	// Rows work through a transaction-pooling proxy in front of the pool.
+	PinMode string `env:"PIN_MODE" envDefault:"session" help:"how GETs pin content on PostgreSQL: session (shared advisory locks on a dedicated session) or rows (pin rows renewed every PIN_TTL/3; the pool may then go through pgbouncer in transaction mode)"`
+	// PinTTL is the expiry of a pin row.
+	PinTTL Duration `env:"PIN_TTL" envDefault:"30s" help:"expiry of a pin row (PIN_MODE=rows), renewed every third of it; at least 300ms"`
+	// DirectDatabaseURL is for the sessions that hold advisory locks (the
+	// writer claim, the pin session, migrations): never a transaction pooler.
+	DirectDatabaseURL string `env:"DIRECT_DATABASE_URL" help:"PostgreSQL URL without a transaction-pooling proxy, for the sessions that hold advisory locks (writer claim, pin session, migrations); empty: DATABASE_URL"`
 
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).
@@ -226,7 +234,50 @@ func (c *Config) Validate() error {
 	if c.WriteIdleTimeout <= 0 {
 		return Errorf("WRITE_IDLE_TIMEOUT", "%s is not positive", time.Duration(c.WriteIdleTimeout))
 	}
+	return c.validatePins()
+}
+
+// Pin modes (PIN_MODE).
+const (
+	PinModeSession = "session"
+	PinModeRows    = "rows"
+)
+
+// MinPinTTL bounds PIN_TTL: a renewal every third of it must fit a round trip
+// on a loaded database (fleet.MinPinTTL).
+const MinPinTTL = 300 * time.Millisecond
+
+func (c *Config) validatePins() error {
+	switch c.PinMode {
+	case PinModeSession:
+	case PinModeRows:
+		if c.DatabaseURL == "" {
+			return Errorf("PIN_MODE", "rows needs %s: the embedded default pins in process", Name("DATABASE_URL"))
+		}
+	default:
+		return Errorf("PIN_MODE", "%q is not session or rows", c.PinMode)
+	}
+	if time.Duration(c.PinTTL) < MinPinTTL {
+		return Errorf("PIN_TTL", "%s is under the minimum %s", time.Duration(c.PinTTL), MinPinTTL)
+	}
+	if c.DirectDatabaseURL != "" {
+		if c.DatabaseURL == "" {
+			return Errorf("DIRECT_DATABASE_URL", "needs %s", Name("DATABASE_URL"))
+		}
+		if err := checkDatabaseURL(c.DirectDatabaseURL); err != nil {
+			return Errorf("DIRECT_DATABASE_URL", "%w", err)
+		}
+	}
 	return nil
+}
+
+// DirectURL is the URL of the sessions that must not go through a
+// transaction-pooling proxy: DIRECT_DATABASE_URL, else DATABASE_URL.
+func (c Config) DirectURL() string {
+	if c.DirectDatabaseURL != "" {
+		return c.DirectDatabaseURL
+	}
+	return c.DatabaseURL
 }
 
 // checkDatabaseURL checks the form of DATABASE_URL without echoing it (it

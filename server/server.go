@@ -96,6 +96,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
+		if err := s.checkDirect(ctx); err != nil {
+			return nil, err
+		}
 		// Before anything else: a standby touches neither schema nor files.
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
@@ -131,6 +134,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err := registerRuntimeMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.gov.Metrics()); err != nil {
 		return nil, err
 	}
+	if err := registerPinMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.rowMetrics); err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL != "" {
 		s.gcMetrics = &gc.Metrics{}
 		if err := registerGCMetrics(s.metrics.Registry(), s.gcMetrics); err != nil {
@@ -143,11 +149,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 
 func (s *Server) openPG(ctx context.Context) error {
 	cfg := s.cfg
-	dbURL, err := withPoolSize(cfg.DatabaseURL, cfg.MaxConns)
+	dbURL, err := poolURL(cfg)
 	if err != nil {
 		return fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
-	if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
+	if err := pg.Migrate(ctx, cfg.DirectURL()); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if err := s.openSessionPins(); err != nil {
@@ -160,7 +166,7 @@ func (s *Server) openPG(ctx context.Context) error {
 			return fmt.Errorf("%sDATA_DIR: %w", config.Prefix, err)
 		}
 	}
-	eng, err := pg.Open(ctx, pg.Config{
+	pgCfg := pg.Config{
 		DatabaseURL: dbURL,
 		InlineMax:   int(cfg.InlineMax),
 		Large:       cfg.LargeEngine,
@@ -169,7 +175,9 @@ func (s *Server) openPG(ctx context.Context) error {
 		SkipMigrate: true, // migrated above, without the pool options in the URL
 		Pins:        s.rt.sessPins,
 		Governor:    s.rt.gov,
-	})
+	}
+	pgCfg.RowPins, pgCfg.ReadRowPins = s.rowPins()
+	eng, err := pg.Open(ctx, pgCfg)
 	if err != nil {
 		return fmt.Errorf("open metadata engine: %w", err)
 	}
