@@ -175,7 +175,19 @@ func TestPgBouncerRowPins(t *testing.T) {
 		}
 	})
 
-	gw := testgw.Start(t, testgw.Options{Engine: config.EnginePGChunks, DatabaseURL: bounced,
+	for _, engine := range []string{config.EnginePGChunks, config.EngineLocal} {
+		t.Run(engine, func(t *testing.T) { roundTrip(t, engine, direct, bounced) })
+	}
+}
+
+// roundTrip is TestPgBouncerRowPins's SDK round trip on one engine.
+func roundTrip(t *testing.T, engine, direct, bounced string) {
+	// A database of its own behind the same pgbouncer.
+	direct = pgtest.DSN(t)
+	bu, du := mustURL(t, bounced), mustURL(t, direct)
+	bu.Path = du.Path
+	bounced = bu.String()
+	gw := testgw.Start(t, testgw.Options{Engine: engine, DatabaseURL: bounced,
 		Env: []string{"S3GATE_PIN_MODE=rows", "S3GATE_PIN_TTL=3s", "S3GATE_DIRECT_DATABASE_URL=" + direct}})
 	ctx := context.Background()
 	c := sdkClient(gw)
@@ -251,4 +263,13 @@ func TestPgBouncerRowPins(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pins`).Scan(&pins); err != nil || pins == 0 {
 		t.Errorf("%d pin rows after the round trip (err %v), want the puts' and GETs' rows", pins, err)
 	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

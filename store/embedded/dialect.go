@@ -319,3 +319,11 @@ var errNoRowPins = errors.New("embedded: row pins are PostgreSQL-only")
 // PinRows implements protocol.Tx by refusing: the embedded engine never turns
 // row pins on.
 func (t txn) PinRows(context.Context, []int64, string, time.Duration) error { return errNoRowPins }
+
+// PromoteBlob implements protocol.Tx by refusing (row pins only).
+func (t txn) PromoteBlob(context.Context, int64, store.Digests) (int64, bool, error) {
+	return 0, false, errNoRowPins
+}
+
+// DropBlob implements protocol.Tx by refusing (row pins only).
+func (t txn) DropBlob(context.Context, int64, string) error { return errNoRowPins }

@@ -93,6 +93,9 @@ type Config struct {
 	// proxy); Pins, if set, then protects staged content only. It needs
 	// RowPins.
 	ReadRowPins bool
+
+	// testHookPinned is protocol.Config.TestHookPinned (tests).
+	testHookPinned func(blobID int64)
 }
 
 // Engine is the PostgreSQL metadata engine. It implements store.ObjectStore.
@@ -172,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	// A pin session's advisory locks can be lost (design §3), and so can
 	// row pins that were not renewed in time.
 	pcfgProto := protocol.Config{Engine: "pg", Content: large, InlineMax: cfg.InlineMax,
-		Pins: e.pins, PinsLosable: true, Governor: e.gov}
+		Pins: e.pins, PinsLosable: true, Governor: e.gov, TestHookPinned: cfg.testHookPinned}
 	if cfg.ReadRowPins && cfg.RowPins == nil {
 		pool.Close()
 		return nil, errors.New("pg: row pins on the read path need RowPins")

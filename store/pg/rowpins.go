@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/pg/content"
 )
 
@@ -117,4 +118,50 @@ func pinErr(err error) error {
 		return fmt.Errorf("pin rows: %w", fleet.ErrBlobGone)
 	}
 	return fmt.Errorf("pin rows: %w", mapErr(err))
+}
+
+// PromoteBlob implements protocol.Tx: a blob that has the address already is
+// locked and returned, as UpsertBlob's dedup does; else the placeholder takes
+// the address. A put that inserted the address meanwhile makes the UPDATE
+// fail on the unique index after it committed: then the lookup runs again
+// (in a savepoint, so that the transaction survives the failure).
+func (t *txn) PromoteBlob(ctx context.Context, id int64, d store.Digests) (int64, bool, error) {
+	for attempt := 1; ; attempt++ {
+		var got int64
+		err := t.q.QueryRow(ctx, `SELECT id FROM blobs WHERE sha256 = $1 FOR UPDATE`, d.SHA256[:]).Scan(&got)
+		if err == nil {
+			return got, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, false, fmt.Errorf("look up blob address: %w", mapErr(err))
+		}
+		sp, err := t.tx.Begin(ctx)
+		if err != nil {
+			return 0, false, fmt.Errorf("savepoint: %w", mapErr(err))
+		}
+		_, err = sp.Exec(ctx, `UPDATE blobs SET sha256 = $2 WHERE id = $1`, id, d.SHA256[:])
+		if err == nil {
+			if err := sp.Commit(ctx); err != nil {
+				return 0, false, fmt.Errorf("release savepoint: %w", mapErr(err))
+			}
+			return id, true, nil
+		}
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return 0, false, fmt.Errorf("promote blob %d: %w (rollback to savepoint: %w)", id, mapErr(err), rerr)
+		}
+		if !isUniqueViolation(err, "blobs_sha256_key") || attempt == 2 {
+			return 0, false, fmt.Errorf("promote blob %d: %w", id, mapErr(err))
+		}
+	}
+}
+
+// DropBlob implements protocol.Tx.
+func (t *txn) DropBlob(ctx context.Context, id int64, owner string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM pins WHERE blob_id = $1 AND owner = $2`, id, owner); err != nil {
+		return fmt.Errorf("drop pin of blob %d: %w", id, mapErr(err))
+	}
+	if _, err := t.q.Exec(ctx, `DELETE FROM blobs WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("drop placeholder blob %d: %w", id, mapErr(err))
+	}
+	return nil
 }

@@ -227,7 +227,8 @@ func TestRowPinDedupRePut(t *testing.T) {
 // TestRowPinJointPut: the entry, the object row and the pin row of a put land
 // in one transaction: an independent connection sees none of them while the
 // transaction is held open before COMMIT, and all after it. A failure at that
-// point (the last step of the driver) (amendment A1) leaves no row, no content and no dirty pooled session.
+// point (the last step of the driver; with files, the pin-first step)
+// (amendment A1) leaves no row, no content and no dirty pooled session.
 func TestRowPinJointPut(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range modes {
@@ -248,7 +249,11 @@ func TestRowPinJointPut(t *testing.T) {
 				inTx <- struct{}{}
 				return <-resume
 			}
-			for _, size := range []int{1 << 10, 700 << 10} { // inline, then large
+			sizes := []int{1 << 10, 700 << 10} // inline, then large
+			if mode == LargeLocal {
+				sizes = sizes[:1] // files put pin first, in two steps: TestRowPinFirst
+			}
+			for _, size := range sizes {
 				data := randBytes(uint64(size), size)
 				done := make(chan error, 1)
 				go func() {
@@ -329,4 +334,66 @@ func wipe(t *testing.T, v *env, c *pgx.Conn) {
 		SELECT lo_unlink(oid) FROM pg_largeobject_metadata`); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRowPinFirst: with files and row pins, the pin commits first (a
+// placeholder blob row and its pin row, seen from an independent connection)
+// while the committed file does not exist yet and nothing references the row;
+// then the file is placed and the entry and object rows commit. A dedup
+// re-put drops its placeholder row and file; a refused conditional put leaves
+// nothing behind.
+func TestRowPinFirst(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	c := independent(t, dsn)
+	var v *env
+	var seen []int64
+	v = newEnvOn(t, LargeLocal, dsn, func(cfg *Config) {
+		cfg.RowPins = &fleet.RowPinsConfig{Owner: "A", TTL: rowTTL}
+		cfg.testHookPinned = func(id int64) {
+			if _, _, ok := expiresIn(t, c, id, "A"); !ok {
+				t.Errorf("blob %d: no durable pin row before its file is placed", id)
+			}
+			if n := scanInt(t, c, `SELECT count(*) FROM objects WHERE blob_id = $1`, id); n != 0 {
+				t.Errorf("blob %d referenced before its file exists", id)
+			}
+			if _, err := v.media.Open(ctx, id, 0, 1); err == nil {
+				t.Errorf("blob %d: file exists before the pin-first step placed it", id)
+			}
+			seen = append(seen, id)
+		}
+	})
+	data := randBytes(21, 700<<10)
+	v.put(t, "k", data)
+	if len(seen) != 1 || blobOf(t, c, "k") != seen[0] {
+		t.Fatalf("pin-first steps %v; object k references blob %d", seen, blobOf(t, c, "k"))
+	}
+	_, _, got := v.get(t, "k", store.GetOptions{})
+	sameBytes(t, "k", got, data)
+
+	v.put(t, "k2", data) // dedup: the second placeholder goes
+	if len(seen) != 2 || blobOf(t, c, "k2") != seen[0] {
+		t.Fatalf("dedup re-put: steps %v; k2 references blob %d, want %d", seen, blobOf(t, c, "k2"), seen[0])
+	}
+	_, err := v.e.PutObject(ctx, "b", "k", bytes.NewReader(randBytes(22, 700<<10)), store.PutOptions{Size: 700 << 10, IfNoneMatch: "*"})
+	if !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("conditional put over an existing key: %v, want PreconditionFailed", err)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("pin-first steps %v, want 3", seen)
+	}
+	ids, err := v.media.BlobIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != seen[0] {
+		t.Errorf("blob files %v, want only %d", ids, seen[0])
+	}
+	if n := scanInt(t, c, `SELECT count(*) FROM blobs`); n != 1 {
+		t.Errorf("%d blob rows, want 1 (the placeholders dropped)", n)
+	}
+	if n := scanInt(t, c, `SELECT count(*) FROM pins WHERE blob_id <> $1`, seen[0]); n != 0 {
+		t.Errorf("%d pin rows of placeholders left", n)
+	}
+	v.assertPoolClean(t)
 }

@@ -33,6 +33,9 @@ type Store struct {
 	rowPins     RowPins      // nil: no pin rows in joint transactions
 	pinsLosable bool
 	gov         *throttle.BandwidthGovernor
+	// testHookPinned, if set (tests), runs in the pin-first put between the
+	// pin's commit and the placing of the file.
+	testHookPinned func(blobID int64)
 }
 
 // Config is what a metadata engine gives the protocol beside its dialect.
@@ -66,6 +69,9 @@ type Config struct {
 	RowPins RowPins
 	// Governor paces GET streams; nil means unpaced.
 	Governor *throttle.BandwidthGovernor
+	// TestHookPinned, if set (tests only), runs in a pin-first put (files
+	// with row pins) after its pin committed and before its file is placed.
+	TestHookPinned func(blobID int64)
 }
 
 // NewStore returns the protocol over d.
@@ -78,7 +84,8 @@ func NewStore(d Dialect, cfg Config) *Store {
 		read = cfg.Pins
 	}
 	return &Store{dialect: d, engine: cfg.Engine, content: cfg.Content, inlineMax: max(cfg.InlineMax, 0),
-		pins: cfg.Pins, readPins: read, rowPins: cfg.RowPins, pinsLosable: cfg.PinsLosable, gov: cfg.Governor}
+		pins: cfg.Pins, readPins: read, rowPins: cfg.RowPins, pinsLosable: cfg.PinsLosable, gov: cfg.Governor,
+		testHookPinned: cfg.TestHookPinned}
 }
 
 // publishFunc writes the rows that reference the new blob (object row,
@@ -222,6 +229,9 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 		return s.abandon(ctx, st, err)
 	}
 	defer release()
+	if !fresh && s.rowPins != nil {
+		return s.stagedPutPinFirst(ctx, st, d, keys, publish)
+	}
 	jp := s.jointPins()
 	err = s.dialect.Write(ctx, keys, func(tx Tx) error {
 		lo, err := st.Claim(ctx, tx)
