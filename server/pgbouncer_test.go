@@ -176,14 +176,14 @@ func TestPgBouncerRowPins(t *testing.T) {
 	})
 
 	for _, engine := range []string{config.EnginePGChunks, config.EngineLocal} {
-		t.Run(engine, func(t *testing.T) { roundTrip(t, engine, direct, bounced) })
+		t.Run(engine, func(t *testing.T) { roundTrip(t, engine, bounced) })
 	}
 }
 
-// roundTrip is TestPgBouncerRowPins's SDK round trip on one engine.
-func roundTrip(t *testing.T, engine, direct, bounced string) {
-	// A database of its own behind the same pgbouncer.
-	direct = pgtest.DSN(t)
+// roundTrip is TestPgBouncerRowPins's SDK round trip on one engine, on a
+// database of its own behind the same pgbouncer.
+func roundTrip(t *testing.T, engine, bounced string) {
+	direct := pgtest.DSN(t)
 	bu, du := mustURL(t, bounced), mustURL(t, direct)
 	bu.Path = du.Path
 	bounced = bu.String()
