@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -161,6 +162,38 @@ func TestRowPinRenewal(t *testing.T) {
 			t.Fatal("the re-put revived the lost guard")
 		}
 	})
+}
+
+// TestRowPinLostStopsGet: a GET whose pin row could not be renewed in time
+// (it expired: here set so, as if the renewals had failed) is a lost pin: the
+// stream stops with ErrPinLost, never with other bytes.
+func TestRowPinLostStopsGet(t *testing.T) {
+	ctx := context.Background()
+	v := newRowPinEnv(t, LargePGChunks, "", "A")
+	c := independent(t, v.dsn)
+	data := randBytes(5, 5<<20)
+	v.put(t, "x", data)
+	_, _, rd, err := v.e.GetObject(ctx, "b", "x", store.GetOptions{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	head := make([]byte, 1)
+	if _, err := io.ReadFull(rd, head); err != nil {
+		t.Fatal(err)
+	}
+	m := v.e.rowPins.Metrics()
+	if _, err := c.Exec(ctx, `UPDATE pins SET expires_at = clock_timestamp() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the lost row dropped by a renewal round", func() bool { return m.Held.Load() == 0 })
+	rest, err := io.ReadAll(rd)
+	if !errors.Is(err, fleet.ErrPinLost) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("stream after its pin row expired: %d more bytes, err %v; want ErrPinLost", len(rest), err)
+	}
+	if !bytes.Equal(append(head, rest...), data[:1+len(rest)]) {
+		t.Fatal("the bytes before the loss are not the object's")
+	}
 }
 
 // TestRowPinDedupRePut: a dedup re-put commits its pin row with the entry and
