@@ -194,6 +194,19 @@ func (t gcTx) TryPin(ctx context.Context, id int64) (bool, error) {
 // the DELETE, and the blob is skipped as pinned.
 func (t gcTx) DeleteBlob(ctx context.Context, id int64) (store.GCBlob, store.GCVerdict, error) {
 	var b store.GCBlob
+	// The blob row is locked before its pin rows, in the order of every
+	// transaction that pins it (ADR 010): no deadlock with a put.
+	var one int
+	err := t.tx.QueryRow(ctx, `SELECT 1 FROM blobs WHERE id = $1 FOR UPDATE`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, store.GCGone, nil
+	}
+	if v, ok := verdictOf(err); ok {
+		return b, v, nil
+	}
+	if err != nil {
+		return b, 0, fmt.Errorf("lock blob row: %w", err)
+	}
 	if _, err := t.tx.Exec(ctx, `DELETE FROM pins WHERE blob_id = $1 AND expires_at <= clock_timestamp()`, id); err != nil {
 		if v, ok := verdictOf(err); ok {
 			return b, v, nil
@@ -201,7 +214,7 @@ func (t gcTx) DeleteBlob(ctx context.Context, id int64) (store.GCBlob, store.GCV
 		return b, 0, fmt.Errorf("reap expired pins: %w", err)
 	}
 	var oid *uint32
-	err := t.tx.QueryRow(ctx, `DELETE FROM blobs WHERE id = $1 RETURNING tier, size, lo_oid`, id).Scan(&b.Tier, &b.Size, &oid)
+	err = t.tx.QueryRow(ctx, `DELETE FROM blobs WHERE id = $1 RETURNING tier, size, lo_oid`, id).Scan(&b.Tier, &b.Size, &oid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, store.GCGone, nil
 	}

@@ -30,13 +30,12 @@ var _ fleet.RowPinStore = RowPinStore{}
 // NewRowPinStore returns the row pin statements on db.
 func NewRowPinStore(db *pgxpool.Pool) RowPinStore { return RowPinStore{db: db} }
 
-// Pin implements fleet.RowPinStore in one short transaction.
+// Pin implements fleet.RowPinStore with statements in autocommit: replacing
+// an expired row then takes no lock on the blob row while it holds the pin
+// row (see pinRows), so it cannot deadlock with GC, which locks the blob row
+// first.
 func (s RowPinStore) Pin(ctx context.Context, blobID int64, owner string, ttl time.Duration) error {
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error { return pinRows(ctx, tx, []int64{blobID}, owner, ttl) })
-	if err != nil {
-		return mapErr(err)
-	}
-	return nil
+	return pinRows(ctx, s.db, []int64{blobID}, owner, ttl)
 }
 
 // Renew implements fleet.RowPinStore. The rows are locked in id order first,
@@ -79,36 +78,50 @@ func (t *txn) PinRows(ctx context.Context, ids []int64, owner string, ttl time.D
 
 // pinRows inserts the (blob, owner) rows of ids expiring ttl from now, in id
 // order, or renews those that exist and have not expired. A row that exists
-// but expired is not renewed (ON CONFLICT's WHERE fails, but the row is now
-// locked by this transaction): it is deleted and a fresh row inserted in its
-// place. A missing blob row is fleet.ErrBlobGone.
+// but expired is not renewed (ON CONFLICT's WHERE fails): it is deleted and a
+// fresh row inserted in its place. A missing blob row is fleet.ErrBlobGone.
+//
+// Lock order: inside a joint transaction the blob rows are locked already
+// (the put's upsert, or the FK check of the referencing row) when the pin
+// rows are; GC locks the blob row before it deletes expired pin rows. On the
+// pool (q is not a transaction) every statement commits on its own, so the
+// expired row's deletion and the insert (whose FK check locks the blob row)
+// are never held together.
 func pinRows(ctx context.Context, q content.Querier, ids []int64, owner string, ttl time.Duration) error {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids) // ON CONFLICT cannot touch one row twice
-	done, err := collect[int64](q.Query(ctx, `INSERT INTO pins (blob_id, owner, expires_at)
-		SELECT i, $2, `+pinExpiry+` FROM unnest($1::bigint[]) WITH ORDINALITY AS x (i, n) ORDER BY n
-		ON CONFLICT (blob_id, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
-		WHERE pins.expires_at > clock_timestamp()
-		RETURNING blob_id`, ids, owner, ttl.Microseconds()))
-	if err != nil {
-		return pinErr(err)
+	upsert := func(ids []int64) (map[int64]bool, error) {
+		done, err := collect[int64](q.Query(ctx, `INSERT INTO pins (blob_id, owner, expires_at)
+			SELECT i, $2, `+pinExpiry+` FROM unnest($1::bigint[]) WITH ORDINALITY AS x (i, n) ORDER BY n
+			ON CONFLICT (blob_id, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
+			WHERE pins.expires_at > clock_timestamp()
+			RETURNING blob_id`, ids, owner, ttl.Microseconds()))
+		if err != nil {
+			return nil, pinErr(err)
+		}
+		set := make(map[int64]bool, len(done))
+		for _, id := range done {
+			set[id] = true
+		}
+		return set, nil
 	}
-	if len(done) == len(ids) {
-		return nil
+	done, err := upsert(ids)
+	if err != nil || len(done) == len(ids) {
+		return err
 	}
-	renewed := make(map[int64]bool, len(done))
-	for _, id := range done {
-		renewed[id] = true
-	}
-	expired := slices.DeleteFunc(ids, func(id int64) bool { return renewed[id] })
+	expired := slices.DeleteFunc(ids, func(id int64) bool { return done[id] })
 	if _, err := q.Exec(ctx, `DELETE FROM pins WHERE owner = $2 AND blob_id = ANY($1) AND expires_at <= clock_timestamp()`,
 		expired, owner); err != nil {
 		return fmt.Errorf("replace expired pins: %w", mapErr(err))
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO pins (blob_id, owner, expires_at)
-		SELECT i, $2, `+pinExpiry+` FROM unnest($1::bigint[]) AS i`, expired, owner, ttl.Microseconds()); err != nil {
-		return pinErr(err)
+	// Fresh rows; on the pool another pin of this instance may have inserted
+	// one meanwhile, which this renews.
+	if done, err = upsert(expired); err != nil {
+		return err
+	}
+	if len(done) != len(expired) {
+		return fmt.Errorf("pin rows: %d of %d rows expired again while they were replaced", len(expired)-len(done), len(expired))
 	}
 	return nil
 }
