@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -429,4 +430,44 @@ func TestRowPinFirst(t *testing.T) {
 		t.Errorf("%d pin rows of placeholders left", n)
 	}
 	v.assertPoolClean(t)
+}
+
+// TestRowPinReplaceRacesGC: while GC's deleting transaction runs on a blob,
+// a dedup re-put and a GET's pin replace the owner's expired pin row of that
+// blob, over and over. Neither fails: the lock order of ADR 010 leaves no
+// cycle for PostgreSQL to break with a deadlock error.
+func TestRowPinReplaceRacesGC(t *testing.T) {
+	ctx := context.Background()
+	v := newRowPinEnv(t, LargePGChunks, "", "A")
+	c := independent(t, v.dsn)
+	data := randBytes(31, 600<<10)
+	v.put(t, "x", data)
+	id := blobOf(t, c, "x")
+	g := NewGC(v.e.pool)
+	pins := NewRowPinStore(v.e.pool)
+	for i := range 40 {
+		if _, err := c.Exec(ctx, `UPDATE pins SET expires_at = clock_timestamp() - interval '1 second' WHERE blob_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 3)
+		go func() {
+			errc <- g.InTx(ctx, 5*time.Second, func(tx store.GCTx) (bool, error) {
+				_, verdict, err := tx.DeleteBlob(ctx, id)
+				if err == nil && verdict == store.GCDone {
+					err = errors.New("GC deleted a referenced blob")
+				}
+				return false, err
+			})
+		}()
+		go func() {
+			_, err := v.e.PutObject(ctx, "b", fmt.Sprintf("re-put-%d", i), bytes.NewReader(data), store.PutOptions{Size: int64(len(data))})
+			errc <- err
+		}()
+		go func() { errc <- pins.Pin(ctx, id, "A", rowTTL) }()
+		for range 3 {
+			if err := <-errc; err != nil {
+				t.Fatalf("iteration %d: %v", i, err)
+			}
+		}
+	}
 }
