@@ -81,19 +81,20 @@ func (t *txn) PinRows(ctx context.Context, ids []int64, owner string, ttl time.D
 // but expired is not renewed (ON CONFLICT's WHERE fails): it is deleted and a
 // fresh row inserted in its place. A missing blob row is fleet.ErrBlobGone.
 //
-// Lock order: inside a joint transaction the blob rows are locked already
-// (the put's upsert, or the FK check of the referencing row) when the pin
-// rows are; GC locks the blob row before it deletes expired pin rows. On the
-// pool (q is not a transaction) every statement commits on its own, so the
-// expired row's deletion and the insert (whose FK check locks the blob row)
-// are never held together.
+// Lock order: the blob row before its pin rows, everywhere. The insert takes
+// FOR KEY SHARE on the blob rows (as its FK check would) before it touches a
+// pin row; inside a joint transaction they are locked already (the put's
+// upsert, or the FK check of the referencing row); GC locks the blob row
+// before it deletes expired pin rows. On the pool (q is not a transaction)
+// every statement commits on its own, so the deletion of an expired row is
+// never held while a blob row is waited for.
 func pinRows(ctx context.Context, q content.Querier, ids []int64, owner string, ttl time.Duration) error {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids) // ON CONFLICT cannot touch one row twice
 	upsert := func(ids []int64) (map[int64]bool, error) {
 		done, err := collect[int64](q.Query(ctx, `INSERT INTO pins (blob_id, owner, expires_at)
-			SELECT i, $2, `+pinExpiry+` FROM unnest($1::bigint[]) WITH ORDINALITY AS x (i, n) ORDER BY n
+			SELECT b.id, $2, `+pinExpiry+` FROM blobs b WHERE b.id = ANY($1::bigint[]) ORDER BY b.id FOR KEY SHARE OF b
 			ON CONFLICT (blob_id, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
 			WHERE pins.expires_at > clock_timestamp()
 			RETURNING blob_id`, ids, owner, ttl.Microseconds()))
@@ -116,12 +117,12 @@ func pinRows(ctx context.Context, q content.Querier, ids []int64, owner string, 
 		return fmt.Errorf("replace expired pins: %w", mapErr(err))
 	}
 	// Fresh rows; on the pool another pin of this instance may have inserted
-	// one meanwhile, which this renews.
+	// one meanwhile, which this renews. A blob that has no row gets none.
 	if done, err = upsert(expired); err != nil {
 		return err
 	}
-	if len(done) != len(expired) {
-		return fmt.Errorf("pin rows: %d of %d rows expired again while they were replaced", len(expired)-len(done), len(expired))
+	if gone := slices.DeleteFunc(expired, func(id int64) bool { return done[id] }); len(gone) > 0 {
+		return fmt.Errorf("pin rows of blobs %v: %w", gone, fleet.ErrBlobGone)
 	}
 	return nil
 }
