@@ -86,6 +86,15 @@ type Config struct {
 	// itself when the database is a hot standby (pg_is_in_recovery()).
 	ReadOnly bool `env:"READ_ONLY" envDefault:"false" help:"serve reads only (a read replica): writes are refused, no writer claim, GC or migrations; on by itself on a hot standby"`
 
+	// PinMode: how GETs protect what they stream (docs/adr/010-row-pins.md).
+	// Rows work through a transaction-pooling proxy in front of the pool.
+	PinMode string `env:"PIN_MODE" envDefault:"session" help:"how GETs pin content on PostgreSQL: session (shared advisory locks on a dedicated session) or rows (pin rows renewed every PIN_TTL/3; the pool may then go through pgbouncer in transaction mode)"`
+	// PinTTL is the expiry of a pin row.
+	PinTTL Duration `env:"PIN_TTL" envDefault:"30s" help:"expiry of a pin row (PIN_MODE=rows), renewed every third of it; at least 300ms"`
+	// DirectDatabaseURL is for the sessions that hold advisory locks (the
+	// writer claim, the pin session, migrations): never a transaction pooler.
+	DirectDatabaseURL string `env:"DIRECT_DATABASE_URL" help:"PostgreSQL URL without a transaction-pooling proxy, for the sessions that hold advisory locks (writer claim, pin session, migrations); empty: DATABASE_URL"`
+
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).
 	Unknown []UnknownVar `env:"-"`
@@ -259,6 +268,40 @@ func (c *Config) Validate() error {
 	if ttl := time.Duration(c.InstanceTTL); ttl < MinInstanceTTL || ttl > MaxInstanceTTL {
 		return Errorf("INSTANCE_TTL", "%s is not between %s and %s", ttl, MinInstanceTTL, MaxInstanceTTL)
 	}
+	return c.validatePins()
+}
+
+// Pin modes (PIN_MODE).
+const (
+	PinModeSession = "session"
+	PinModeRows    = "rows"
+)
+
+// MinPinTTL bounds PIN_TTL: a renewal every third of it must fit a round trip
+// on a loaded database (fleet.MinPinTTL).
+const MinPinTTL = 300 * time.Millisecond
+
+func (c *Config) validatePins() error {
+	switch c.PinMode {
+	case PinModeSession:
+	case PinModeRows:
+		if c.DatabaseURL == "" {
+			return Errorf("PIN_MODE", "rows needs %s: the embedded default pins in process", Name("DATABASE_URL"))
+		}
+	default:
+		return Errorf("PIN_MODE", "%q is not session or rows", c.PinMode)
+	}
+	if time.Duration(c.PinTTL) < MinPinTTL {
+		return Errorf("PIN_TTL", "%s is under the minimum %s", time.Duration(c.PinTTL), MinPinTTL)
+	}
+	if c.DirectDatabaseURL != "" {
+		if c.DatabaseURL == "" {
+			return Errorf("DIRECT_DATABASE_URL", "needs %s", Name("DATABASE_URL"))
+		}
+		if err := checkDatabaseURL(c.DirectDatabaseURL); err != nil {
+			return Errorf("DIRECT_DATABASE_URL", "%w", err)
+		}
+	}
 	return nil
 }
 
@@ -279,6 +322,15 @@ func (b *boolFlag) IsBoolFlag() bool   { return true }
 // IsBoolFlag reports whether the setting flag name (such as "fleet") is
 // boolean: it may stand alone, without a value.
 func IsBoolFlag(name string) bool { return boolFlags[name] }
+
+// DirectURL is the URL of the sessions that must not go through a
+// transaction-pooling proxy: DIRECT_DATABASE_URL, else DATABASE_URL.
+func (c Config) DirectURL() string {
+	if c.DirectDatabaseURL != "" {
+		return c.DirectDatabaseURL
+	}
+	return c.DatabaseURL
+}
 
 // checkDatabaseURL checks the form of DATABASE_URL without echoing it (it
 // may hold a password; url.Parse's error would quote it).

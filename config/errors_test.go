@@ -70,6 +70,14 @@ func TestSettingErrors(t *testing.T) {
 		{"READ_ONLY", []string{"S3GATE_READ_ONLY=sometimes"}, nil, `S3GATE_READ_ONLY (-read-only): "sometimes" is not true or false`},
 		{"READ_ONLY", []string{"S3GATE_DATABASE_URL=", "S3GATE_READ_ONLY=true"}, nil,
 			`S3GATE_READ_ONLY (-read-only): needs S3GATE_DATABASE_URL (-database-url): a read replica serves a PostgreSQL database`},
+		{"PIN_MODE", []string{"S3GATE_PIN_MODE=locks"}, nil, `S3GATE_PIN_MODE (-pin-mode): "locks" is not session or rows`},
+		{"PIN_MODE", []string{"S3GATE_DATABASE_URL=", "S3GATE_PIN_MODE=rows"}, nil,
+			`S3GATE_PIN_MODE (-pin-mode): rows needs S3GATE_DATABASE_URL (-database-url): the embedded default pins in process`},
+		{"PIN_TTL", []string{"S3GATE_PIN_TTL=100ms"}, nil, `S3GATE_PIN_TTL (-pin-ttl): 100ms is under the minimum 300ms`},
+		{"DIRECT_DATABASE_URL", []string{"S3GATE_DIRECT_DATABASE_URL=host=db"}, nil,
+			`S3GATE_DIRECT_DATABASE_URL (-direct-database-url): not a URL of the form postgres://user:password@host:5432/database`},
+		{"DIRECT_DATABASE_URL", []string{"S3GATE_DATABASE_URL=", "S3GATE_DIRECT_DATABASE_URL=postgres://u@h/db"}, nil,
+			`S3GATE_DIRECT_DATABASE_URL (-direct-database-url): needs S3GATE_DATABASE_URL (-database-url)`},
 	}
 	// Settings whose every value Load accepts: DATA_DIR (an empty one takes
 	// the default) is checked when serve starts (server.Preflight).

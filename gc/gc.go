@@ -72,6 +72,7 @@ var (
 	_ dbContent = (*pg.GC)(nil)
 	_ fleetWide = (*pg.GC)(nil)
 	_ registry  = (*pg.GC)(nil)
+	_ pinReaper = (*pg.GC)(nil)
 	_ Meta      = (*embedded.GC)(nil)
 )
 
@@ -83,6 +84,12 @@ type dbContent interface {
 	ReapLargeObjects(ctx context.Context, grace, lockTimeout time.Duration, guard func(context.Context) error) (int64, error)
 	PlanStages(ctx context.Context, stageGrace time.Duration) (int64, error)
 	PlanLargeObjects(ctx context.Context, grace time.Duration) (n, bytes int64, err error)
+}
+
+// pinReaper is the part of a Meta with row pins (store/pg): it deletes
+// expired pin rows in bounded batches.
+type pinReaper interface {
+	ReapPins(ctx context.Context, batch int) (int64, error)
 }
 
 // unstager is the part of a dbContent engine's GCTx that drops a stage row
@@ -202,6 +209,7 @@ type Stats struct {
 	// InstancesReaped counts fleet registrations deleted because their
 	// heartbeat expired (ADR 009).
 	InstancesReaped int64
+	PinsReaped           int64 // expired pin rows (ADR 010)
 }
 
 // Add accumulates o into s.
@@ -217,6 +225,7 @@ func (s *Stats) Add(o Stats) {
 	s.StageFilesRemoved += o.StageFilesRemoved
 	s.BlobFilesRemoved += o.BlobFilesRemoved
 	s.InstancesReaped += o.InstancesReaped
+	s.PinsReaped += o.PinsReaped
 }
 
 // Sweep deletes every blob that nothing references and that is older than

@@ -121,6 +121,9 @@ func run(ctx context.Context, db Meta, opts Options, plan Plan, progress io.Writ
 	if err != nil {
 		return st, err
 	}
+	if st.PinsReaped, err = ReapPins(ctx, db, opts); err != nil {
+		return st, err
+	}
 	bar = NewProgress(progress, "unreferenced blobs", plan.TotalBlobs(), "")
 	err = sweep(ctx, db, opts, &st, bar)
 	bar.Done()

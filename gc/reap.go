@@ -112,6 +112,21 @@ func ReapStages(ctx context.Context, db Meta, opts Options) (int64, error) {
 	return n, nil
 }
 
+// ReapPins deletes expired pin rows, BatchSize per statement. They protect
+// nothing any more (a guard is lost before its row expires), and the sweep
+// deletes a candidate's own expired rows with it; this reaps the rest.
+func ReapPins(ctx context.Context, db Meta, opts Options) (int64, error) {
+	r, ok := db.(pinReaper)
+	if !ok {
+		return 0, nil
+	}
+	n, err := r.ReapPins(ctx, opts.withDefaults().BatchSize)
+	if err != nil {
+		return n, fmt.Errorf("gc: %w", err)
+	}
+	return n, nil
+}
+
 // ReapLargeObjects unlinks large objects that nothing owns once they have
 // been seen so for the grace period (their grace runs from the first
 // sighting, since they carry no creation time). Engines without large

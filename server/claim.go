@@ -40,7 +40,7 @@ func (s *Server) takeClaim(ctx context.Context) error {
 		return nil
 	}
 	own, err := fleet.NewOwnership(fleet.OwnershipConfig{
-		Session: fleet.SessionConfig{DSN: s.cfg.DatabaseURL},
+		Session: fleet.SessionConfig{DSN: s.cfg.DirectURL()},
 		OnError: func(err error) { s.log.Warn("standby", "err", err) },
 	})
 	if err != nil {

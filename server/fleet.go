@@ -122,7 +122,7 @@ func writeSynced(path, data string) error {
 // and heartbeats it until Close, which deregisters it.
 func (s *Server) register(ctx context.Context) error {
 	reg, err := fleet.Register(ctx, fleet.RegistryConfig{
-		Session: fleet.SessionConfig{DSN: s.cfg.DatabaseURL},
+		Session: fleet.SessionConfig{DSN: s.cfg.DirectURL()},
 		TTL:     time.Duration(s.cfg.InstanceTTL),
 		Metrics: s.regMetrics,
 		OnError: func(err error) { s.log.Warn("fleet registry", "err", err) },

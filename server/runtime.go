@@ -16,8 +16,9 @@ import (
 type runtimeParts struct {
 	gov        *throttle.BandwidthGovernor
 	pinMetrics *fleet.Metrics
-	sessPins   *fleet.SessionPins // PostgreSQL only
-	localPins  *fleet.LocalPins   // embedded only
+	rowMetrics *fleet.RowPinMetrics // PIN_MODE=rows
+	sessPins   *fleet.SessionPins   // PostgreSQL only
+	localPins  *fleet.LocalPins     // embedded only
 }
 
 func (s *Server) openRuntime() error {
@@ -31,6 +32,7 @@ func (s *Server) openRuntime() error {
 	s.rt.gov = gov
 	s.onClose("close bandwidth governor", func() error { gov.Close(); return nil })
 	s.rt.pinMetrics = &fleet.Metrics{}
+	s.rt.rowMetrics = &fleet.RowPinMetrics{}
 	return nil
 }
 
@@ -39,7 +41,7 @@ func (s *Server) openRuntime() error {
 func (s *Server) openSessionPins() error {
 	pins, err := fleet.NewSessionPins(fleet.PinsConfig{
 		// The plain URL: the session is a dedicated connection, not a pool.
-		Session: fleet.SessionConfig{DSN: s.cfg.DatabaseURL, Metrics: s.rt.pinMetrics},
+		Session: fleet.SessionConfig{DSN: s.cfg.DirectURL(), Metrics: s.rt.pinMetrics},
 		MaxPins: s.cfg.MaxPins,
 		OnError: func(err error) { s.log.Error("content pins", "err", err) },
 	})

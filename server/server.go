@@ -116,6 +116,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		}
 	}
 	if cfg.DatabaseURL != "" && !s.readOnly {
+		if err := s.checkDirect(ctx); err != nil {
+			return nil, err
+		}
 		// Before anything else: a standby touches neither schema nor files.
 		if err := s.takeClaim(ctx); err != nil {
 			return nil, err
@@ -158,6 +161,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	if err := registerRuntimeMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.gov.Metrics()); err != nil {
 		return nil, err
 	}
+	if err := registerPinMetrics(s.metrics.Registry(), s.rt.pinMetrics, s.rt.rowMetrics); err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL != "" {
 		s.gcMetrics = &gc.Metrics{}
 		if err := registerGCMetrics(s.metrics.Registry(), s.gcMetrics); err != nil {
@@ -170,7 +176,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 
 func (s *Server) openPG(ctx context.Context) error {
 	cfg := s.cfg
-	dbURL, err := withPoolSize(cfg.DatabaseURL, cfg.MaxConns)
+	dbURL, err := poolURL(cfg)
 	if err != nil {
 		return fmt.Errorf("%sDATABASE_URL: %w", config.Prefix, err)
 	}
@@ -180,7 +186,7 @@ func (s *Server) openPG(ctx context.Context) error {
 			return err
 		}
 	} else {
-		if err := pg.Migrate(ctx, cfg.DatabaseURL); err != nil {
+		if err := pg.Migrate(ctx, cfg.DirectURL()); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		if err := s.openSessionPins(); err != nil {
@@ -202,7 +208,7 @@ func (s *Server) openPG(ctx context.Context) error {
 			return err
 		}
 	}
-	eng, err := pg.Open(ctx, pg.Config{
+	pgCfg := pg.Config{
 		DatabaseURL: dbURL,
 		InlineMax:   int(cfg.InlineMax),
 		Large:       cfg.LargeEngine,
@@ -211,7 +217,9 @@ func (s *Server) openPG(ctx context.Context) error {
 		SkipMigrate: true, // migrated above, without the pool options in the URL
 		Pins:        pins,
 		Governor:    s.rt.gov,
-	})
+	}
+	pgCfg.RowPins, pgCfg.ReadRowPins = s.rowPins()
+	eng, err := pg.Open(ctx, pgCfg)
 	if err != nil {
 		return fmt.Errorf("open metadata engine: %w", err)
 	}

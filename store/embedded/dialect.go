@@ -311,3 +311,19 @@ func (t txn) DeleteUpload(ctx context.Context, bucket, key, uploadID string) (bo
 	}
 	return n > 0, nil
 }
+
+// errNoRowPins: row pins (ADR 010) need a database that several instances
+// share; the embedded engine has one process and in-process pins.
+var errNoRowPins = errors.New("embedded: row pins are PostgreSQL-only")
+
+// PinRows implements protocol.Tx by refusing: the embedded engine never turns
+// row pins on.
+func (t txn) PinRows(context.Context, []int64, string, time.Duration) error { return errNoRowPins }
+
+// PromoteBlob implements protocol.Tx by refusing (row pins only).
+func (t txn) PromoteBlob(context.Context, int64, store.Digests) (int64, bool, error) {
+	return 0, false, errNoRowPins
+}
+
+// DropBlob implements protocol.Tx by refusing (row pins only).
+func (t txn) DropBlob(context.Context, int64, string) error { return errNoRowPins }

@@ -29,7 +29,7 @@ func (d dialect) Write(ctx context.Context, keys []int64, fn func(protocol.Tx) e
 				return err
 			}
 		}
-		return fn(&txn{q: tx, tx: tx, write: true})
+		return fn(&txn{q: tx, tx: tx, write: true, afterPinRows: d.e.afterPinRows})
 	})
 }
 
@@ -52,6 +52,8 @@ type txn struct {
 	q     content.Querier
 	tx    pgx.Tx
 	write bool // a write transaction: resolved rows are locked FOR SHARE
+	// afterPinRows is the engine's test hook (Engine.afterPinRows).
+	afterPinRows func(pgx.Tx) error
 }
 
 // pgxTx is the transaction of a protocol.Tx of this engine, for the content

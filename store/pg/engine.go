@@ -83,18 +83,37 @@ type Config struct {
 	Pins fleet.Pinner
 	// Governor paces GET streams; nil means unpaced. The caller owns it.
 	Governor *throttle.BandwidthGovernor
+	// RowPins, if set, turns row pins on (ADR 010): every put commits a pin
+	// row of the blob it references in its joint transaction. Open starts
+	// the fleet.RowPins on the engine's pool (the Store field is set by
+	// Open); Close closes it, reporting a failure to its OnError.
+	RowPins *fleet.RowPinsConfig
+	// ReadRowPins makes GETs pin with the row pins instead of Pins
+	// (S3GATE_PIN_MODE=rows, which works through a transaction-pooling
+	// proxy); Pins, if set, then protects staged content only. It needs
+	// RowPins.
+	ReadRowPins bool
+
+	// testHookPinned is protocol.Config.TestHookPinned (tests).
+	testHookPinned func(blobID int64)
 }
 
 // Engine is the PostgreSQL metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	pool    *pgxpool.Pool
-	large   string
-	content content.Engine // pglo or pgchunks; nil for local
-	media   *localfs.Media // local only
-	region  string
-	pins    fleet.Pinner                // nil: no pinning
-	gov     *throttle.BandwidthGovernor // nil: unpaced
-	stager  *slotStager                 // staging writes, limited to a share of the pool
+	pool         *pgxpool.Pool
+	large        string
+	content      content.Engine // pglo or pgchunks; nil for local
+	media        *localfs.Media // local only
+	region       string
+	pins         fleet.Pinner                // nil: no pinning
+	gov          *throttle.BandwidthGovernor // nil: unpaced
+	stager       *slotStager                 // staging writes, limited to a share of the pool
+	rowPins      *fleet.RowPins              // nil: row pins off
+	onRowPinsErr func(error)
+	// afterPinRows, if set (tests), runs in a joint transaction right after
+	// its pin rows, before the rest of the driver and COMMIT; an error fails
+	// the driver there.
+	afterPinRows func(tx pgx.Tx) error
 	// The write protocol over this engine's dialect: PutObject, UploadPart,
 	// Create/Complete/AbortMultipartUpload, ListParts, DeleteObject(s).
 	*protocol.Store
@@ -154,16 +173,35 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		// Blob ids never come back: a file at a new id is not this put's.
 		large = e.media.Content(false)
 	}
-	// A pin session's advisory locks can be lost (design §3).
-	e.Store = protocol.NewStore(dialect{e}, protocol.Config{Engine: "pg", Content: large, InlineMax: cfg.InlineMax,
-		Pins: e.pins, PinsLosable: true, Governor: e.gov})
+	// A pin session's advisory locks can be lost (design §3), and so can
+	// row pins that were not renewed in time.
+	pcfgProto := protocol.Config{Engine: "pg", Content: large, InlineMax: cfg.InlineMax,
+		Pins: e.pins, PinsLosable: true, Governor: e.gov, TestHookPinned: cfg.testHookPinned}
+	if cfg.ReadRowPins && cfg.RowPins == nil {
+		pool.Close()
+		return nil, errors.New("pg: row pins on the read path need RowPins")
+	}
+	if cfg.RowPins != nil {
+		rc := *cfg.RowPins
+		rc.Store = NewRowPinStore(pool)
+		if e.rowPins, err = fleet.NewRowPins(rc); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("pg: %w", err)
+		}
+		e.onRowPinsErr = rc.OnError
+		pcfgProto.RowPins = e.rowPins
+		if cfg.ReadRowPins {
+			pcfgProto.ReadPins = e.rowPins
+		}
+	}
+	e.Store = protocol.NewStore(dialect{e}, pcfgProto)
 	applied, known, err := SchemaVersion(ctx, pool)
 	if err != nil {
-		pool.Close()
+		e.Close()
 		return nil, fmt.Errorf("pg: %w", err)
 	}
 	if applied != known {
-		pool.Close()
+		e.Close()
 		return nil, fmt.Errorf("pg: schema version %d, this binary needs %d: run migrations", applied, known)
 	}
 	return e, nil
@@ -177,8 +215,19 @@ func setDefaultParam(params map[string]string, name, value string) {
 	}
 }
 
-// Close closes the pool. Open readers must be closed first.
-func (e *Engine) Close() { e.pool.Close() }
+// Close stops the row pins (if on) and closes the pool. Open readers must be
+// closed first.
+func (e *Engine) Close() {
+	if e.rowPins != nil {
+		if err := e.rowPins.Close(); err != nil && e.onRowPinsErr != nil {
+			e.onRowPinsErr(err)
+		}
+	}
+	e.pool.Close()
+}
+
+// RowPins are the engine's row pins, nil if off.
+func (e *Engine) RowPins() *fleet.RowPins { return e.rowPins }
 
 // Ping checks that the database answers.
 func (e *Engine) Ping(ctx context.Context) error {
@@ -231,6 +280,7 @@ func (e *Engine) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err erro
 		// fn it surfaced.
 		return mapErr(err)
 	}
+
 	if err := tx.Commit(ctx); err != nil {
 		// pgx ends the transaction on a failed commit (or closes the connection).
 		committed = true

@@ -40,9 +40,18 @@ type env struct {
 
 func newEnv(t testing.TB, mode string) *env {
 	t.Helper()
+	return newEnvOn(t, mode, pgtest.DSN(t), nil)
+}
+
+// newEnvOn is newEnv on database dsn (which another env may share: the
+// bucket may exist), with set (if not nil) adjusting the config.
+func newEnvOn(t testing.TB, mode, dsn string, set func(*Config)) *env {
+	t.Helper()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
 	cfg := Config{DatabaseURL: dsn, InlineMax: testKnee, Large: mode, Region: "us-east-1"}
+	if set != nil {
+		set(&cfg)
+	}
 	v := &env{dsn: dsn}
 	if mode == LargeLocal {
 		v.dir = t.TempDir()
@@ -58,7 +67,7 @@ func newEnv(t testing.TB, mode string) *env {
 	}
 	t.Cleanup(e.Close)
 	v.e = e
-	if err := e.CreateBucket(ctx, "b", ""); err != nil {
+	if err := e.CreateBucket(ctx, "b", ""); err != nil && !errors.Is(err, store.ErrBucketExists) {
 		t.Fatalf("CreateBucket: %v", err)
 	}
 	return v

@@ -53,6 +53,9 @@ const (
 		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)`
 	unreferenced = notInObjects + `
 		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`
+	// unpinned: no unexpired row pin protects blob b (ADR 010). It only
+	// spares the sweep a doomed attempt: the pins foreign key decides.
+	unpinned = `NOT EXISTS (SELECT 1 FROM pins p WHERE p.blob_id = b.id AND p.expires_at > clock_timestamp())`
 	// orphanLO: a large object that neither a blob nor a stage row owns.
 	orphanLO = `NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)
 		  AND NOT EXISTS (SELECT 1 FROM blob_stages s WHERE s.lo_oid = m.oid)`
@@ -113,7 +116,7 @@ func (g *GC) EnsureSchema(ctx context.Context) error {
 // Candidates lists unreferenced blobs older than grace with ids above after.
 func (g *GC) Candidates(ctx context.Context, after int64, grace time.Duration, limit int) ([]int64, error) {
 	ids, err := collect[int64](g.db.Query(ctx, `SELECT b.id FROM blobs b
-		WHERE b.created_at <= `+olderThan+` AND b.id > $2 AND `+unreferenced+`
+		WHERE b.created_at <= `+olderThan+` AND b.id > $2 AND `+unreferenced+` AND `+unpinned+`
 		ORDER BY b.id LIMIT $3`, grace.Microseconds(), after, limit))
 	if err != nil {
 		return nil, fmt.Errorf("list candidate blobs: %w", err)
@@ -185,13 +188,38 @@ func (t gcTx) TryPin(ctx context.Context, id int64) (bool, error) {
 }
 
 // DeleteBlob is a plain DELETE: the foreign keys of every referencing table
-// decide (ADR 006), with a fresh snapshot after any wait.
+// decide (ADR 006), with a fresh snapshot after any wait. Row pins (ADR 010)
+// are such a table: the blob's expired pin rows go first, in this
+// transaction; an unexpired one (or one renewed or inserted meanwhile) fails
+// the DELETE, and the blob is skipped as pinned.
 func (t gcTx) DeleteBlob(ctx context.Context, id int64) (store.GCBlob, store.GCVerdict, error) {
 	var b store.GCBlob
-	var oid *uint32
-	err := t.tx.QueryRow(ctx, `DELETE FROM blobs WHERE id = $1 RETURNING tier, size, lo_oid`, id).Scan(&b.Tier, &b.Size, &oid)
+	// The blob row is locked before its pin rows, in the order of every
+	// transaction that pins it (ADR 010): no deadlock with a put.
+	var one int
+	err := t.tx.QueryRow(ctx, `SELECT 1 FROM blobs WHERE id = $1 FOR UPDATE`, id).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, store.GCGone, nil
+	}
+	if v, ok := verdictOf(err); ok {
+		return b, v, nil
+	}
+	if err != nil {
+		return b, 0, fmt.Errorf("lock blob row: %w", err)
+	}
+	if _, err := t.tx.Exec(ctx, `DELETE FROM pins WHERE blob_id = $1 AND expires_at <= clock_timestamp()`, id); err != nil {
+		if v, ok := verdictOf(err); ok {
+			return b, v, nil
+		}
+		return b, 0, fmt.Errorf("reap expired pins: %w", err)
+	}
+	var oid *uint32
+	err = t.tx.QueryRow(ctx, `DELETE FROM blobs WHERE id = $1 RETURNING tier, size, lo_oid`, id).Scan(&b.Tier, &b.Size, &oid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, store.GCGone, nil
+	}
+	if isFKViolation(err, "pins_blob_id_fkey") {
+		return b, store.GCPinned, nil
 	}
 	if v, ok := verdictOf(err); ok {
 		return b, v, nil
@@ -284,4 +312,25 @@ func (g *GC) AbortUpload(ctx context.Context, u store.GCUpload, expiry, lockTime
 		return res == store.GCDone, nil
 	})
 	return res, err
+}
+
+// ReapPins deletes expired pin rows (ADR 010), at most batch per statement
+// (each a short transaction), until fewer than batch were left. Rows a
+// renewal or a put holds are skipped; a row that a renewal extended meanwhile
+// is re-checked and kept.
+func (g *GC) ReapPins(ctx context.Context, batch int) (int64, error) {
+	var total int64
+	for {
+		tag, err := g.db.Exec(ctx, `DELETE FROM pins WHERE (blob_id, owner) IN (
+				SELECT blob_id, owner FROM pins WHERE expires_at <= clock_timestamp()
+				ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+			AND expires_at <= clock_timestamp()`, batch)
+		if err != nil {
+			return total, fmt.Errorf("reap expired pins: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
 }

@@ -21,7 +21,7 @@ import (
 func (g *GC) PlanBlobs(ctx context.Context, grace, expiry time.Duration) (store.GCPlan, error) {
 	var p store.GCPlan
 	if err := g.db.QueryRow(ctx, `SELECT count(*), coalesce(sum(b.size), 0)::bigint FROM blobs b
-		WHERE b.created_at <= `+olderThan+` AND `+unreferenced,
+		WHERE b.created_at <= `+olderThan+` AND `+unreferenced+` AND `+unpinned,
 		grace.Microseconds()).Scan(&p.Blobs, &p.BlobBytes); err != nil {
 		return p, fmt.Errorf("unreferenced blobs: %w", err)
 	}

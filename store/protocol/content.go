@@ -35,7 +35,9 @@ type Staged interface {
 	Claim(ctx context.Context, tx Tx) (*uint32, error)
 	// Place gives the content to blob row id inside the joint transaction:
 	// inserted is false when the row already existed (deduplication), and the
-	// staged content is dropped.
+	// staged content is dropped. Content placed outside the database (files)
+	// may be placed with tx nil, before the joint transaction (the pin-first
+	// order with row pins).
 	Place(ctx context.Context, tx Tx, id int64, inserted bool) error
 	// Placed returns the blob id under which Place may have put content
 	// outside the transaction (a file), 0 if none: a transaction that then

@@ -32,6 +32,7 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 	var out store.ObjectInfo
 	same := src.Bucket == dstBucket && src.Key == dstKey
 	keys := []int64{fleet.ObjectLockKey(src.Bucket, src.Key), fleet.ObjectLockKey(dstBucket, dstKey)}
+	jp := s.jointPins()
 	err := s.dialect.Write(ctx, keys, func(tx Tx) error {
 		r, err := resolveSource(ctx, tx, src, false)
 		if err != nil {
@@ -65,13 +66,16 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 			return err
 		}
 		if r.Parts != nil {
-			return tx.CopyManifest(ctx, src.Bucket, src.Key, dstBucket, dstKey)
+			if err := tx.CopyManifest(ctx, src.Bucket, src.Key, dstBucket, dstKey); err != nil {
+				return err
+			}
 		}
-		return nil
+		return jp.pin(ctx, tx, r.BlobIDs()...)
 	})
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("copy %s/%s to %s/%s: %w", src.Bucket, src.Key, dstBucket, dstKey, err)
 	}
+	jp.adopt()()
 	for i := range out.Parts {
 		out.Parts[i].LastModified = out.LastModified
 	}
@@ -136,6 +140,7 @@ func (s *Store) referencePart(ctx context.Context, src store.CopySource, u store
 	var r *Resolved
 	referenced := false
 	keys := []int64{fleet.ObjectLockKey(src.Bucket, src.Key), fleet.UploadLockKey(u.UploadID)}
+	jp := s.jointPins()
 	err := s.dialect.Write(ctx, keys, func(tx Tx) error {
 		var err error
 		if r, err = resolveSource(ctx, tx, src, true); err != nil {
@@ -154,11 +159,15 @@ func (s *Store) referencePart(ctx context.Context, src store.CopySource, u store
 			pi.Checksum = store.Checksum{Algorithm: r.Info.Checksum.Algorithm, Value: r.Info.Checksum.Value}
 		}
 		referenced = true
-		return tx.PutPart(ctx, u.UploadID, &pi, r.Blob.ID)
+		if err := tx.PutPart(ctx, u.UploadID, &pi, r.Blob.ID); err != nil {
+			return err
+		}
+		return jp.pin(ctx, tx, r.Blob.ID)
 	})
 	if err != nil {
 		return store.PartInfo{}, nil, err
 	}
+	jp.adopt()()
 	if referenced {
 		return pi, nil, nil
 	}

@@ -96,6 +96,18 @@ type Tx interface {
 	// SetBucketCors stores the bucket's CORS document, or deletes it when
 	// doc is nil.
 	SetBucketCors(ctx context.Context, bucket string, doc []byte) error
+	// PinRows inserts, inside a write transaction, the pin rows (blob,
+	// owner) of ids expiring ttl from now in database time, or renews those
+	// that have not expired; an expired row is replaced by a fresh one, never
+	// renewed (ADR 010). Row pins are PostgreSQL's: other dialects refuse.
+	PinRows(ctx context.Context, ids []int64, owner string, ttl time.Duration) error
+	// PromoteBlob gives the placeholder blob row id the address of d, or,
+	// when a blob with that address exists, locks that one and returns it
+	// (promoted false) as UpsertBlob does (row pins only).
+	PromoteBlob(ctx context.Context, id int64, d store.Digests) (got int64, promoted bool, err error)
+	// DropBlob deletes owner's pin rows of blob id and the blob row (a
+	// placeholder nothing references; row pins only).
+	DropBlob(ctx context.Context, id int64, owner string) error
 }
 
 // Blob is a blob row to upsert.

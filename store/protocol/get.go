@@ -72,6 +72,18 @@ func (r *Resolved) Segments(start, n int64) []Segment {
 	return segs
 }
 
+// BlobIDs lists the blobs the object references (with repeats).
+func (r *Resolved) BlobIDs() []int64 {
+	if r.Blob != nil {
+		return []int64{r.Blob.ID}
+	}
+	ids := make([]int64, len(r.Parts))
+	for i, p := range r.Parts {
+		ids[i] = p.Blob.ID
+	}
+	return ids
+}
+
 // SelectRange resolves partNumber and Range against the object.
 func (r *Resolved) SelectRange(opts store.GetOptions) (*store.ByteRange, error) {
 	return SelectRange(r.Info.Size, r.Parts != nil, func(n int) (Part, bool) {
@@ -91,15 +103,15 @@ func PinErr(err error) error {
 	case errors.Is(err, fleet.ErrTooManyPins):
 		return fmt.Errorf("%w: %w", store.ErrSlowDown, err)
 	case errors.Is(err, fleet.ErrSessionLost), errors.Is(err, fleet.ErrPinLost),
-		errors.Is(err, fleet.ErrWindowExpired), errors.Is(err, fleet.ErrPinsClosed):
+		errors.Is(err, fleet.ErrWindowExpired), errors.Is(err, fleet.ErrPinsClosed), errors.Is(err, fleet.ErrBlobGone):
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }
 
-// pin pins a blob for a stream.
+// pin pins a blob for a stream (with ReadPins, if set).
 func (s *Store) pin(ctx context.Context, id int64) (fleet.Pin, error) {
-	p, err := s.pins.Acquire(ctx, id)
+	p, err := s.readPins.Acquire(ctx, id)
 	if err != nil {
 		return nil, PinErr(err)
 	}
@@ -220,7 +232,7 @@ func (s *Store) OpenSegments(ctx context.Context, segs []Segment, gov *throttle.
 // inline content is read in one statement from the blob row itself (exact
 // bytes or no row), so only content outside the row is pinned.
 func (s *Store) segBlob(seg Segment) (int64, bool) {
-	return seg.Blob.ID, s.pins != nil && seg.Blob.Tier != store.TierInline
+	return seg.Blob.ID, s.readPins != nil && seg.Blob.Tier != store.TierInline
 }
 
 // openSegment opens one blob span: inline bytes read with the metadata, or

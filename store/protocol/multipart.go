@@ -39,6 +39,7 @@ func (s *Store) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, uploadID string, parts []store.CompletePart, opts store.PutOptions) (store.ObjectInfo, error) {
 	info := store.ObjectInfo{Bucket: bucket, Key: key}
 	keys := []int64{fleet.UploadLockKey(uploadID), fleet.ObjectLockKey(bucket, key)}
+	jp := s.jointPins()
 	err := s.dialect.Write(ctx, keys, func(tx Tx) error {
 		u, err := LoadUpload(ctx, tx, bucket, key, uploadID, true)
 		if errors.Is(err, store.ErrNoSuchUpload) {
@@ -96,6 +97,13 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 		if _, err := tx.DeleteUpload(ctx, bucket, key, uploadID); err != nil {
 			return err
 		}
+		ids := make([]int64, len(manifest))
+		for i, p := range manifest {
+			ids[i] = p.BlobID
+		}
+		if err := jp.pin(ctx, tx, ids...); err != nil {
+			return err
+		}
 		info.Parts = make([]store.PartInfo, len(chosen))
 		for i, p := range chosen {
 			info.Parts[i] = store.PartInfo{Number: p.Number, Size: p.Size, ETag: p.ETag, Checksum: p.Checksum, LastModified: lm}
@@ -105,6 +113,7 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("complete %q of %s/%s: %w", uploadID, bucket, key, err)
 	}
+	jp.adopt()()
 	return info, nil
 }
 

@@ -29,8 +29,13 @@ type Store struct {
 	content     Content
 	inlineMax   int
 	pins        fleet.Pinner
+	readPins    fleet.Pinner // what GETs pin with: ReadPins, else pins
+	rowPins     RowPins      // nil: no pin rows in joint transactions
 	pinsLosable bool
 	gov         *throttle.BandwidthGovernor
+	// testHookPinned, if set (tests), runs in the pin-first put between the
+	// pin's commit and the placing of the file.
+	testHookPinned func(blobID int64)
 }
 
 // Config is what a metadata engine gives the protocol beside its dialect.
@@ -53,8 +58,20 @@ type Config struct {
 	// around every read even without a governor. In-process pins are never
 	// lost.
 	PinsLosable bool
+	// ReadPins, if set, is what GETs pin streamed blobs with instead of
+	// Pins: row pins in PIN_MODE=rows, which cannot pin a staged id (it has
+	// no blob row yet), so Pins keeps protecting staged content (nil: only
+	// the stage grace does, ADR 007).
+	ReadPins fleet.Pinner
+	// RowPins, if set, makes every put that publishes a new reference to a
+	// blob (PutObject, UploadPart, UploadPartCopy, CopyObject, Complete)
+	// commit a pin row of it in its joint transaction (ADR 010).
+	RowPins RowPins
 	// Governor paces GET streams; nil means unpaced.
 	Governor *throttle.BandwidthGovernor
+	// TestHookPinned, if set (tests only), runs in a pin-first put (files
+	// with row pins) after its pin committed and before its file is placed.
+	TestHookPinned func(blobID int64)
 }
 
 // NewStore returns the protocol over d.
@@ -62,8 +79,13 @@ func NewStore(d Dialect, cfg Config) *Store {
 	if cfg.InlineMax == 0 {
 		cfg.InlineMax = store.DefaultInlineMax
 	}
+	read := cfg.ReadPins
+	if read == nil {
+		read = cfg.Pins
+	}
 	return &Store{dialect: d, engine: cfg.Engine, content: cfg.Content, inlineMax: max(cfg.InlineMax, 0),
-		pins: cfg.Pins, pinsLosable: cfg.PinsLosable, gov: cfg.Governor}
+		pins: cfg.Pins, readPins: read, rowPins: cfg.RowPins, pinsLosable: cfg.PinsLosable, gov: cfg.Governor,
+		testHookPinned: cfg.TestHookPinned}
 }
 
 // publishFunc writes the rows that reference the new blob (object row,
@@ -156,13 +178,22 @@ func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOption
 	if err != nil {
 		return err
 	}
-	return s.dialect.Write(ctx, keys, func(tx Tx) error {
+	jp := s.jointPins()
+	err = s.dialect.Write(ctx, keys, func(tx Tx) error {
 		id, _, err := tx.UpsertBlob(ctx, Blob{Digests: d, Tier: store.TierInline, Inline: head})
 		if err != nil {
 			return err
 		}
-		return publish(ctx, tx, id, d)
+		if err := publish(ctx, tx, id, d); err != nil {
+			return err
+		}
+		return jp.pin(ctx, tx, id)
 	})
+	if err != nil {
+		return err
+	}
+	jp.adopt()() // the put is done: the row lives out its TTL
+	return nil
 }
 
 // stagedPutLarge stages the content outside any transaction, so that a slow
@@ -179,9 +210,9 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 	}
 	if fresh && s.pins != nil {
 		// Released after the publish or the unstage, never before.
-		pin, err := s.pin(ctx, id)
+		pin, err := s.pins.Acquire(ctx, id)
 		if err != nil {
-			return fmt.Errorf("pin staged blob %d: %w", id, err)
+			return fmt.Errorf("pin staged blob %d: %w", id, PinErr(err))
 		}
 		defer pin.Release()
 	}
@@ -198,6 +229,10 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 		return s.abandon(ctx, st, err)
 	}
 	defer release()
+	if !fresh && s.rowPins != nil {
+		return s.stagedPutPinFirst(ctx, st, d, keys, publish)
+	}
+	jp := s.jointPins()
 	err = s.dialect.Write(ctx, keys, func(tx Tx) error {
 		lo, err := st.Claim(ctx, tx)
 		if err != nil {
@@ -211,6 +246,9 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 		if err == nil {
 			err = publish(ctx, tx, got, d)
 		}
+		if err == nil {
+			err = jp.pin(ctx, tx, got)
+		}
 		if err != nil {
 			// Before the rollback, while the new row holds the id alone: once
 			// it is rolled back, an engine that hands the id out again could
@@ -222,6 +260,7 @@ func (s *Store) stagedPutLarge(ctx context.Context, body *store.Body, r io.Reade
 	if err != nil {
 		return s.abandon(ctx, st, err)
 	}
+	jp.adopt()()
 	return nil
 }
 

@@ -41,6 +41,9 @@ const (
 // an error now (ErrVanished: resolve again) rather than a truncated body.
 func (p Pinning) PinFirst(ctx context.Context, blobID int64) (fleet.Pin, error) {
 	pin, err := p.Acquire(ctx, blobID)
+	if errors.Is(err, fleet.ErrBlobGone) { // a row pin found no blob row
+		return nil, fmt.Errorf("blob %d: %w", blobID, ErrVanished)
+	}
 	if err != nil {
 		return nil, err
 	}
