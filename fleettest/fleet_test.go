@@ -179,6 +179,13 @@ func streamWhileSweep(t *testing.T, f *fleet) {
 	body = nil
 	db := f.pool()
 	id := count(t, db, `SELECT blob_id FROM objects WHERE key = 'big'`)
+	// B's put committed its pin row, owned by B's registration, with the
+	// object row (the joint entry+pin transaction).
+	if n := count(t, db, `SELECT count(*) FROM pins p JOIN instances i ON i.id = p.owner WHERE p.blob_id = $1 AND i.pid = $2`,
+		id, f.insts[1].pid()); n != 1 {
+		t.Fatalf("%d pin rows of B's put, want 1", n)
+	}
+	waitPinRowsExpired(t, db)
 
 	out, err := a.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("stream"), Key: aws.String("big")})
 	if err != nil {
@@ -224,6 +231,7 @@ func killMidStream(t *testing.T, f *fleet) {
 	put(t, b, "kill", "victim", payload(2, 16<<20))
 	db := f.pool()
 	id := count(t, db, `SELECT blob_id FROM objects WHERE key = 'victim'`)
+	waitPinRowsExpired(t, db)
 
 	out, err := a.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("kill"), Key: aws.String("victim")})
 	if err != nil {
@@ -401,6 +409,20 @@ func waitUnpinned(t *testing.T, db *pgxpool.Pool, id int64) {
 	for pinHolders(t, db, id) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("blob %d still pinned", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitPinRowsExpired waits until the pin rows of the puts so far expired
+// (a put leaves its row to expire, PIN_TTL after its last renewal), so that
+// what a sweep then skips is skipped for the GETs' session pins alone.
+func waitPinRowsExpired(t *testing.T, db *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // hang guard only
+	for count(t, db, `SELECT count(*) FROM pins WHERE expires_at > clock_timestamp()`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("pin rows of the puts did not expire")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -44,6 +44,8 @@ const (
 	inlineMax = 64 << 10
 	// instanceTTL is the registrations' TTL: heartbeats every second.
 	instanceTTL = 3 * time.Second
+	// pinTTL is the pin rows' TTL: a put's row expires about a second after it.
+	pinTTL = time.Second
 )
 
 // soak reports whether the long run was asked for (make fleet-soak).
@@ -136,6 +138,7 @@ func (f *fleet) start(bin string, extra ...string) {
 			"S3GATE_LARGE_ENGINE=" + f.engine,
 			fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax),
 			"S3GATE_INSTANCE_TTL=" + instanceTTL.String(),
+			"S3GATE_PIN_TTL=" + pinTTL.String(), // a put's pin row expires soon after it
 			"S3GATE_GC_INTERVAL=0", // tests collect when they mean to
 			"S3GATE_DRAIN_TIMEOUT=10s",
 			"S3GATE_LOG_LEVEL=warn",
