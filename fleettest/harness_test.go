@@ -139,7 +139,7 @@ func (f *fleet) start(bin string, extra ...string) {
 			fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax),
 			"S3GATE_INSTANCE_TTL=" + instanceTTL.String(),
 			"S3GATE_PIN_TTL=" + pinTTL.String(), // a put's pin row expires soon after it
-			"S3GATE_GC_INTERVAL=0", // tests collect when they mean to
+			"S3GATE_GC_INTERVAL=0",              // tests collect when they mean to
 			"S3GATE_DRAIN_TIMEOUT=10s",
 			"S3GATE_LOG_LEVEL=warn",
 		}
