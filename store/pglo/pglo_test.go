@@ -86,7 +86,11 @@ func TestStageOpenDrop(t *testing.T) {
 		ref := write(t, p, id, d)
 		spans := []struct{ off, n int64 }{{0, int64(len(d))}}
 		if len(d) == size {
-			spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2})
+			// Range edges: across a chunk boundary, starting or ending on one,
+			// inside the last partial chunk, the last byte, nothing mid-blob.
+			const c = content.ChunkSize
+			spans = append(spans, []struct{ off, n int64 }{{c - 1, 2}, {5, c * 2}, {c, c}, {c, c + 333}, {1, c - 1},
+				{2*c + 10, 323}, {int64(size) - 1, 1}, {c + 7, 0}, {3, int64(size) - 3}}...)
 		}
 		for _, s := range spans {
 			rd, err := e.Open(ctx, p, 0, ref, s.off, s.n)
