@@ -10,7 +10,7 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-full test-short tools run lint bench scenario pgops bloat fuzz container-check clean rules fleet-soak
+.PHONY: help build test test-full test-short tools run lint bench scenario pgops bloat fuzz container-check clean rules fleet-soak bench-compare
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
@@ -19,6 +19,7 @@ help:
 	@echo "make test-short the quick subset (-short, no 1 GiB memory test)"
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make bench      throughput/latency against a live gateway on each engine"
+	@echo "make bench-compare  the gateway benchmarks of BASE (default main) and the working tree, alternating, as ratios"
 	@echo "make scenario   the 2 GiB write/delete/GC scenario on each engine"
 	@echo "make fleet-soak the three-instance fleet tests on every engine, with the long histories and lease rounds"
 	@echo "make pgops      backup/restore, PITR, replicas and upgrades (pgops/) with more objects"
@@ -67,6 +68,13 @@ rules:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
+
+# BASE (a git revision), COUNT (runs of each side), BENCH (a -bench regexp),
+# BENCHTIME: see bench/README.md.
+BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
+bench-compare:
+	@test -x $(GOBIN)/benchstat || $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+	GO=$(GO) BENCHSTAT=$(GOBIN)/benchstat ./bench/compare.sh
 
 # 2 GiB in 1,000 objects per engine, delete all, GC: everything returns to its
 # starting counts (S3GATE_SCENARIO_BYTES=64MiB for a quick run).

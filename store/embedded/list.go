@@ -39,14 +39,13 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 		res, err = protocol.ListObjects(p, func(c *protocol.ListCursor, limit int) ([]store.ObjectInfo, error) {
 			cond, args := where(c, "key")
 			args = append([]any{bucket}, args...)
-			// Of meta only the storage class: listings show it.
-			cols := `key, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`
-			query := `SELECT ` + cols + ` FROM objects WHERE bucket = ? AND ` + cond + ` ORDER BY key LIMIT ?`
+			query := `SELECT ` + objectList.cols + ` FROM objects WHERE bucket = ? AND ` + cond + ` ORDER BY key LIMIT ?`
+			args = append(args, limit)
 			if c.DelimNext != "" {
-				query, args = skipScan(c, bucket, cols)
+				query, args = skipScan(c, bucket, objectList, nil, limit)
 			}
 			// The limit is an argument: one statement text, prepared once.
-			return scanObjects(ctx, tx, bucket, query, append(args, limit))
+			return scanObjects(ctx, tx, bucket, query, args)
 		})
 		return err
 	})
@@ -56,16 +55,59 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 	return res, nil
 }
 
-// skipScan is a delimiter listing as one statement that skips each common
-// prefix with one index seek (a loose index scan). It splits the cursor's
-// range into gaps: a gap runs from its lower bound to its first key under a
-// common prefix (its hit, looked for among at most limit keys), and the next
-// gap starts at that prefix's successor (see protocol.ListCursor), so the
-// keys inside a prefix past its first are never read. The rows are each
-// gap's keys up to its hit and the last gap's keys up to the limit. cols are
-// the columns to return; the limit is the argument after the ones returned.
-func skipScan(c *protocol.ListCursor, bucket, cols string) (string, []any) {
-	// A gap's keys are key >= lo AND key IS NOT skip: one lower bound for
+// fetchUploads reads the uploads of bucket for protocol.ListUploads.
+func fetchUploads(ctx context.Context, q querier, bucket string) protocol.FetchUploads {
+	return func(c *protocol.ListCursor, tail *protocol.UploadMarker, limit int) ([]store.Upload, error) {
+		if c.DelimNext != "" {
+			query, args := skipScan(c, bucket, uploadList, tail, limit)
+			return scanUploads(ctx, q, bucket, query, args)
+		}
+		cond, args := where(c, "key")
+		if tail != nil {
+			cond = `((` + cond + `) OR (key = ? AND (initiated, upload_id) >
+				((SELECT initiated FROM uploads WHERE upload_id = ?), ?)))`
+			args = append(args, tail.Key, tail.UploadID, tail.UploadID)
+		}
+		return scanUploads(ctx, q, bucket, `SELECT `+uploadList.cols+` FROM uploads
+			WHERE bucket = ? AND `+cond+` ORDER BY `+uploadList.order+` LIMIT ?`,
+			append(append([]any{bucket}, args...), limit))
+	}
+}
+
+// listTable is what skipScan needs to know of a table it lists: objects or
+// uploads, whose rows are ordered by key (then initiation and id).
+type listTable struct {
+	table string // the table
+	cols  string // its columns a listing returns, key first
+	hit   string // the same columns for a hit row: the key hit, the rest fillers
+	order string // the rows' order, by position in cols
+	// tail selects cols of the uploads after an upload marker (?9 key, ?10
+	// id), which sort before the cursor's range; "" where there are none.
+	tail string
+}
+
+var (
+	// Of meta only the storage class: listings show it.
+	objectList = listTable{table: "objects", cols: `key, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`,
+		hit: `hit, 0, '', 0, NULL, ''`, order: "1"}
+	uploadList = listTable{table: "uploads", cols: `key, initiated, upload_id, meta, checksum_alg, checksum_type`,
+		hit: `hit, 0, '', '', '', ''`, order: "1, 2, 3",
+		tail: `SELECT key, initiated, upload_id, meta, checksum_alg, checksum_type FROM uploads
+			WHERE bucket = ?1 AND key = ?9 AND (initiated, upload_id) > ((SELECT initiated FROM uploads WHERE upload_id = ?10), ?10)`}
+)
+
+// skipScan is a delimiter listing of t as one statement that skips each
+// common prefix with one index seek (a loose index scan). It splits the
+// cursor's range into gaps: a gap runs from its lower bound to its first row
+// under a common prefix (its hit, looked for among at most limit rows), and
+// the next gap starts at that prefix's successor (see protocol.ListCursor),
+// so the rows inside a prefix past its first are never read. The rows are
+// each gap's rows before its hit, the hit's key alone (a common prefix shows
+// nothing else), the last gap's rows up to the limit, and first the rows
+// following tail if it is not nil (uploads only). It returns the statement
+// and all its arguments.
+func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.UploadMarker, limit int) (string, []any) {
+	// A gap's rows are key >= lo AND key IS NOT skip: one lower bound for
 	// the index search.
 	var skip any
 	if !c.Range.Inclusive {
@@ -77,10 +119,19 @@ func skipScan(c *protocol.ListCursor, bucket, cols string) (string, []any) {
 		to = "?4"
 	}
 	args := []any{bucket, c.Range.From, skip, c.Range.To, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext}
+	if !c.Range.Bounded {
+		args[3] = nil // keeps the numbering: ?4 is unused
+	}
+	args = append(args, limit)
+	head := ""
+	if tail != nil {
+		head = t.tail + " UNION ALL "
+		args = append(args, tail.Key, tail.UploadID)
+	}
 	// hit is a gap's first key under a common prefix: the subquery yields
 	// its keys in index order, and the first that rolls up ends the search.
 	hit := func(lo, skip string) string {
-		return `(SELECT key FROM (SELECT key FROM objects WHERE bucket = ?1 AND key >= ` + lo + ` AND key IS NOT ` + skip + ` AND key < {to}
+		return `(SELECT key FROM (SELECT key FROM ` + t.table + ` WHERE bucket = ?1 AND key >= ` + lo + ` AND key IS NOT ` + skip + ` AND key < {to}
 			ORDER BY key LIMIT ?8) WHERE instr(substr(key, ?5 + 1), ?6) > 0 LIMIT 1)`
 	}
 	next := `substr(hit, 1, ?5 + instr(substr(hit, ?5 + 1), ?6) - 1) || ?7`
@@ -89,16 +140,15 @@ func skipScan(c *protocol.ListCursor, bucket, cols string) (string, []any) {
 		UNION ALL
 		SELECT n + 1, ` + next + `, NULL, ` + hit(next, "NULL") + ` FROM gaps WHERE hit IS NOT NULL AND n < ?8
 	)
-	SELECT * FROM (
-		SELECT ` + cols + ` FROM gaps g CROSS JOIN objects o
-			WHERE o.bucket = ?1 AND o.key >= g.lo AND o.key IS NOT g.skip AND o.key <= g.hit
+	SELECT * FROM (` + head + `
+		SELECT ` + t.cols + ` FROM gaps g CROSS JOIN ` + t.table + ` o
+			WHERE o.bucket = ?1 AND o.key >= g.lo AND o.key IS NOT g.skip AND o.key < g.hit
 		UNION ALL
-		SELECT * FROM (SELECT ` + cols + ` FROM objects WHERE bucket = ?1 AND key >= (SELECT lo FROM gaps WHERE hit IS NULL)
-			AND key IS NOT (SELECT skip FROM gaps WHERE hit IS NULL) AND key < {to} ORDER BY key LIMIT ?8)
-	) ORDER BY 1 LIMIT ?8`
-	if !c.Range.Bounded {
-		args[3] = nil // keeps the numbering: ?4 is unused
-	}
+		SELECT ` + t.hit + ` FROM gaps WHERE hit IS NOT NULL
+		UNION ALL
+		SELECT * FROM (SELECT ` + t.cols + ` FROM ` + t.table + ` WHERE bucket = ?1 AND key >= (SELECT lo FROM gaps WHERE hit IS NULL)
+			AND key IS NOT (SELECT skip FROM gaps WHERE hit IS NULL) AND key < {to} ORDER BY ` + t.order + ` LIMIT ?8)
+	) ORDER BY ` + t.order + ` LIMIT ?8`
 	return strings.ReplaceAll(query, "{to}", to), args
 }
 
@@ -122,6 +172,33 @@ func scanObjects(ctx context.Context, q querier, bucket, query string, args []an
 			return nil, err
 		}
 		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err)
+	}
+	return out, nil
+}
+
+// scanUploads runs an upload listing query and reads its rows.
+func scanUploads(ctx context.Context, q querier, bucket, query string, args []any) ([]store.Upload, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	var out []store.Upload
+	for rows.Next() {
+		u := store.Upload{Bucket: bucket}
+		var meta string
+		var initiated int64
+		if err := rows.Scan(&u.Key, &initiated, &u.UploadID, &meta, &u.ChecksumAlgorithm, &u.ChecksumType); err != nil {
+			return nil, fmt.Errorf("scan: %w", err)
+		}
+		u.Initiated = fromMicros(initiated)
+		if u.Meta, err = parseMeta(meta); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapErr(err)

@@ -39,16 +39,17 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 		var query string
 		var args []any
 		if c.DelimNext != "" {
-			query, args = skipScan(c, bucket)
+			query, args = skipScan(c, bucket, objectList, nil, limit)
 		} else {
 			cond, a := where(c, "key", 2)
 			args = append([]any{bucket}, a...)
 			// Of meta only the storage class: listings show it.
 			query = `SELECT key, size, etag, last_modified, checksum, coalesce(meta->>'sc', '') FROM objects
 				WHERE bucket = $1 AND ` + cond + fmt.Sprintf(` ORDER BY key LIMIT $%d`, len(args)+1)
+			args = append(args, limit)
 		}
 		// The limit is an argument: one statement text, prepared once.
-		rows, err := e.pool.Query(ctx, query, append(args, limit)...)
+		rows, err := e.pool.Query(ctx, query, args...)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -60,15 +61,72 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 	return res, nil
 }
 
-// skipScan is a delimiter listing as one statement that skips each common
-// prefix with one index seek (a loose index scan). It splits the cursor's
-// range into gaps: a gap runs from its lower bound to its first key under a
-// common prefix (its hit), and the next gap starts at that prefix's
-// successor (see protocol.ListCursor), so the keys inside a prefix past its
-// first are never read. The rows are each gap's objects and its hit's key
-// alone (a common prefix shows nothing else). The limit is the argument
-// after the ones returned.
-func skipScan(c *protocol.ListCursor, bucket string) (string, []any) {
+// fetchUploads reads the uploads of bucket for protocol.ListUploads.
+func (e *Engine) fetchUploads(ctx context.Context, bucket string) protocol.FetchUploads {
+	return func(c *protocol.ListCursor, tail *protocol.UploadMarker, limit int) ([]store.Upload, error) {
+		var query string
+		var args []any
+		if c.DelimNext != "" {
+			query, args = skipScan(c, bucket, uploadList, tail, limit)
+		} else {
+			cond, a := where(c, "o.key", 2)
+			args = append([]any{bucket}, a...)
+			if tail != nil {
+				cond = fmt.Sprintf(`((%s) OR (o.key = $%d AND (o.initiated, o.upload_id) >
+					((SELECT initiated FROM uploads WHERE upload_id = $%d), $%d)))`, cond, len(args)+1, len(args)+2, len(args)+2)
+				args = append(args, tail.Key, tail.UploadID)
+			}
+			query = `SELECT ` + uploadList.cols + ` FROM uploads o WHERE o.bucket = $1 AND ` + cond +
+				fmt.Sprintf(` ORDER BY %s LIMIT $%d`, uploadList.order, len(args)+1)
+			args = append(args, limit)
+		}
+		rows, err := e.pool.Query(ctx, query, args...)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Upload, error) {
+			u := store.Upload{Bucket: bucket}
+			err := r.Scan(&u.Key, &u.Initiated, &u.UploadID, &u.Meta, &u.ChecksumAlgorithm, &u.ChecksumType)
+			return u, err
+		})
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return batch, nil
+	}
+}
+
+// listTable is what skipScan needs to know of a table it lists: objects or
+// uploads, whose rows are ordered by key (then initiation and id).
+type listTable struct {
+	table string // the table, aliased o
+	cols  string // its columns a listing returns, key first
+	hit   string // the same columns for a hit row: the key hit, the rest fillers
+	order string // the rows' order, by position in cols
+	// tail selects cols of the uploads after an upload marker ($T key, $U
+	// id), which sort before the cursor's range; "" where there are none.
+	tail string
+}
+
+var (
+	// Of meta only the storage class: listings show it.
+	objectList = listTable{table: "objects", cols: `o.key, o.size, o.etag, o.last_modified, o.checksum, coalesce(o.meta->>'sc', '')`,
+		hit: `hit, 0, '', 'epoch', NULL, ''`, order: "1"}
+	uploadList = listTable{table: "uploads", cols: `o.key, o.initiated, o.upload_id, o.meta, o.checksum_alg, o.checksum_type`,
+		hit: `hit, 'epoch', '', '{}', '', ''`, order: "1, 2, 3",
+		tail: `SELECT o.key, o.initiated, o.upload_id, o.meta, o.checksum_alg, o.checksum_type FROM uploads o
+			WHERE o.bucket = $1 AND o.key = $T AND (o.initiated, o.upload_id) > ((SELECT initiated FROM uploads WHERE upload_id = $U), $U)`}
+)
+
+// skipScan is a delimiter listing of t as one statement that skips each
+// common prefix with one index seek (a loose index scan). It splits the
+// cursor's range into gaps: a gap runs from its lower bound to its first row
+// under a common prefix (its hit), and the next gap starts at that prefix's
+// successor (see protocol.ListCursor), so the rows inside a prefix past its
+// first are never read. The rows are each gap's rows and its hit's key alone
+// (a common prefix shows nothing else), after the rows following tail if it
+// is not nil (uploads only). It returns the statement and all its arguments.
+func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.UploadMarker, limit int) (string, []any) {
 	// A gap's lower bound is key > lo_x AND key >= lo_i: no key is empty.
 	loX, loI := c.Range.From, ""
 	if c.Range.Inclusive {
@@ -81,16 +139,22 @@ func skipScan(c *protocol.ListCursor, bucket string) (string, []any) {
 		bound = " AND o.key < $4"
 	}
 	n := len(args)
-	args = append(args, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext)
+	args = append(args, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext, limit)
+	head := ""
+	if tail != nil {
+		args = append(args, tail.Key, tail.UploadID)
+		head = t.tail + " UNION ALL "
+	}
 	r := strings.NewReplacer("BOUND", bound, "$P", fmt.Sprintf("$%d::int", n+1), "$D", fmt.Sprintf("$%d::text", n+2),
-		"$N", fmt.Sprintf("$%d::text", n+3), "$L", fmt.Sprintf("$%d::int", n+4))
-	// hit finds a gap's first key under a common prefix and its position,
-	// reading at most the limit.
+		"$N", fmt.Sprintf("$%d::text", n+3), "$L", fmt.Sprintf("$%d::int", n+4),
+		"$T", fmt.Sprintf("$%d::text", n+5), "$U", fmt.Sprintf("$%d::text", n+6))
+	// hit finds a gap's first row under a common prefix and its position,
+	// reading at most the limit; the rows before it have smaller keys.
 	hit := func(loX, loI string) string {
 		return `SELECT t.key, t.rn FROM (SELECT k.key, row_number() OVER (ORDER BY k.key) AS rn FROM (
-			SELECT o.key FROM objects o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
+			SELECT o.key FROM ` + t.table + ` o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
 			ORDER BY o.key LIMIT $L) k) t
-			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.key LIMIT 1`
+			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.rn LIMIT 1`
 	}
 	query := `WITH RECURSIVE gaps(lo_x, lo_i, take, hit, total) AS (
 		SELECT $2::text COLLATE "C", $3::text COLLATE "C", h.rn, h.key, coalesce(h.rn, $L)
@@ -101,12 +165,12 @@ func skipScan(c *protocol.ListCursor, bucket string) (string, []any) {
 		LEFT JOIN LATERAL (` + hit("''", "s.nx") + `) h ON true
 		WHERE g.hit IS NOT NULL AND g.total < $L
 	)
-	SELECT o.* FROM gaps g CROSS JOIN LATERAL (
-		SELECT o.key, o.size, o.etag, o.last_modified, o.checksum, coalesce(o.meta->>'sc', '') FROM objects o
-		WHERE o.bucket = $1 AND o.key > g.lo_x AND o.key >= g.lo_i BOUND ORDER BY o.key LIMIT coalesce(g.take - 1, $L)) o
+	` + head + `SELECT o.* FROM gaps g CROSS JOIN LATERAL (
+		SELECT ` + t.cols + ` FROM ` + t.table + ` o
+		WHERE o.bucket = $1 AND o.key > g.lo_x AND o.key >= g.lo_i BOUND ORDER BY ` + t.order + ` LIMIT coalesce(g.take - 1, $L)) o
 	UNION ALL
-	SELECT hit, 0, '', 'epoch', NULL, '' FROM gaps WHERE hit IS NOT NULL
-	ORDER BY 1 LIMIT $L`
+	SELECT ` + t.hit + ` FROM gaps WHERE hit IS NOT NULL
+	ORDER BY ` + t.order + ` LIMIT $L`
 	return r.Replace(query), args
 }
 

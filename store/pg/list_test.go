@@ -72,3 +72,22 @@ func BenchmarkList(b *testing.B) {
 	c := countStatements(b, v)
 	storetest.BenchList(b, v.e, c.n.Load)
 }
+
+// TestListUploadsStatements: a page of uploads costs the bucket check and
+// one listing statement, however many uploads its common prefixes hold.
+func TestListUploadsStatements(t *testing.T) {
+	v := newEnv(t, LargePGChunks)
+	storetest.FillUploadBench(t, v.e)
+	c := countStatements(t, v)
+	for _, pg := range storetest.UploadPages {
+		before := c.n.Load()
+		res, err := v.e.ListMultipartUploads(context.Background(), storetest.ListBenchBucket, pg.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.CheckUploadPage(t, pg, res)
+		if n := c.n.Load() - before; n > 2 {
+			t.Errorf("%s: %d statements, want at most 2", pg.Name, n)
+		}
+	}
+}

@@ -7,13 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store/pg"
 	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/pg/content/contenttest"
 	"github.com/s3gate/s3gate/store/pgchunks"
 )
 
@@ -57,21 +57,7 @@ func write(tb testing.TB, p *pgxpool.Pool, id int64, data []byte) {
 }
 
 // unstage drops blob id's stage row and content.
-func unstage(tb testing.TB, p *pgxpool.Pool, id int64) {
-	tb.Helper()
-	ctx := context.Background()
-	tx, err := p.Begin(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if ok, err := content.Unstage(ctx, tx, id, -1); err != nil || !ok {
-		tb.Fatalf("unstage %d: %v, %v", id, ok, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		tb.Fatal(err)
-	}
-}
+func unstage(tb testing.TB, p *pgxpool.Pool, id int64) { contenttest.Unstage(tb, p, id) }
 
 func TestStageOpenDrop(t *testing.T) {
 	p := pool(t)
@@ -167,73 +153,9 @@ func TestStageLost(t *testing.T) {
 	}
 }
 
-// TestReadAhead checks the read-ahead's bounds: a reader that stalls holds
-// no connection while it waits (its fetches are short statements), Close
-// mid-stream returns every connection, and a blob deleted under the
-// read-ahead ends the stream with an error after a prefix of its bytes, never
-// with other bytes.
+// TestReadAhead: contenttest.ReadAhead; a deleted row is io.ErrUnexpectedEOF.
 func TestReadAhead(t *testing.T) {
-	p := pool(t)
-	ctx := context.Background()
-	e := pgchunks.New()
-	data := randBytes(5, 6*content.ChunkSize+77)
-	idle := func(what string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for p.Stat().AcquiredConns() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d connections still acquired", what, p.Stat().AcquiredConns())
-			}
-			time.Sleep(time.Millisecond) // polls the pool's state
-		}
-	}
-	tests := []struct {
-		name  string
-		after func(t *testing.T, id int64, rd io.ReadCloser, first []byte)
-	}{
-		{name: "stalled reader holds no connection", after: func(t *testing.T, _ int64, rd io.ReadCloser, first []byte) {
-			idle("stalled reader")
-			rest, err := io.ReadAll(rd)
-			if err != nil || !bytes.Equal(append(first, rest...), data) {
-				t.Fatalf("read after stall: %d bytes, %v", len(first)+len(rest), err)
-			}
-		}},
-		{name: "close mid-stream", after: func(t *testing.T, _ int64, rd io.ReadCloser, _ []byte) {
-			if err := rd.Close(); err != nil {
-				t.Fatal(err)
-			}
-			idle("closed reader")
-			if _, err := rd.Read(make([]byte, 1)); err == nil {
-				t.Error("read after close succeeded")
-			}
-		}},
-		{name: "deleted under read-ahead", after: func(t *testing.T, id int64, rd io.ReadCloser, first []byte) {
-			unstage(t, p, id)
-			rest, err := io.ReadAll(rd)
-			if !errors.Is(err, io.ErrUnexpectedEOF) {
-				t.Fatalf("read of a deleted blob: %d bytes, err %v, want ErrUnexpectedEOF", len(rest), err)
-			}
-			if got := append(first, rest...); !bytes.Equal(got, data[:len(got)]) {
-				t.Fatalf("read of a deleted blob returned other bytes than its content")
-			}
-		}},
-	}
-	for i, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			id := int64(i + 1)
-			write(t, p, id, data)
-			rd, err := e.Open(ctx, p, id, 0, 0, int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close() //nolint:errcheck // closed again after the case
-			first := make([]byte, 1000)
-			if _, err := io.ReadFull(rd, first); err != nil {
-				t.Fatal(err)
-			}
-			tc.after(t, id, rd, first)
-		})
-	}
+	contenttest.ReadAhead(t, pool(t), pgchunks.New(), io.ErrUnexpectedEOF)
 }
 
 const benchSize = 64 << 20

@@ -2,8 +2,9 @@
 //
 // Writes are staged in short autocommit statements under a stage row before
 // the joint transaction of the put publishes them (ADR 007); reads use lo_get(oid, off,
-// len) in autocommit, one short statement per chunk, so that no transaction is
-// held open across a (possibly paced) stream. Large objects do not travel
+// len) in autocommit, one short statement per chunk, two of them in flight
+// ahead of the client (content.NewReader), so that no transaction is held
+// open across a (possibly paced) stream. Large objects do not travel
 // through logical replication; physical replication and pg_dump carry them.
 package pglo
 
@@ -78,14 +79,16 @@ func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, _ int64, ref int64) error 
 	return nil
 }
 
-// Open implements content.Engine: each chunk is one lo_get statement on q.
+// Open implements content.Engine: each piece is one lo_get statement on q,
+// read ahead by content.NewReader into pooled buffers; a piece is all of its
+// 1 MiB chunk but at the edges of a range, where lo_get reads from the
+// range's own offset.
 func (e *Engine) Open(ctx context.Context, q content.Querier, _ int64, ref, off, n int64) (io.ReadCloser, error) {
 	oid := uint32(ref)
-	return content.NewSpanReader("pglo", off, n, func(off, want int64) ([]byte, error) {
-		var got []byte
-		if err := q.QueryRow(ctx, `SELECT lo_get($1, $2, $3)`, oid, off, int32(want)).Scan(&got); err != nil {
+	return content.NewReader("pglo", off, n, func(seq, from, to int64, buf *content.Buf) ([]byte, error) {
+		if err := q.QueryRow(ctx, `SELECT lo_get($1, $2, $3)`, oid, seq*content.ChunkSize+from, int32(to-from)).Scan(buf); err != nil {
 			return nil, fmt.Errorf("lo_get %d: %w", oid, err)
 		}
-		return got, nil
+		return buf.B, nil
 	})
 }

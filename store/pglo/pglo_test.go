@@ -14,6 +14,7 @@ import (
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store/pg"
 	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/pg/content/contenttest"
 	"github.com/s3gate/s3gate/store/pglo"
 )
 
@@ -58,22 +59,8 @@ func write(tb testing.TB, p *pgxpool.Pool, id int64, data []byte) int64 {
 	return ref
 }
 
-// unstage drops blob id's stage row and large object.
-func unstage(tb testing.TB, p *pgxpool.Pool, id int64) {
-	tb.Helper()
-	ctx := context.Background()
-	tx, err := p.Begin(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	if ok, err := content.Unstage(ctx, tx, id, -1); err != nil || !ok {
-		tb.Fatalf("unstage %d: %v, %v", id, ok, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		tb.Fatal(err)
-	}
-}
+// unstage drops blob id's stage row and content.
+func unstage(tb testing.TB, p *pgxpool.Pool, id int64) { contenttest.Unstage(tb, p, id) }
 
 func TestStageOpenDrop(t *testing.T) {
 	p := pool(t)
@@ -86,7 +73,11 @@ func TestStageOpenDrop(t *testing.T) {
 		ref := write(t, p, id, d)
 		spans := []struct{ off, n int64 }{{0, int64(len(d))}}
 		if len(d) == size {
-			spans = append(spans, struct{ off, n int64 }{content.ChunkSize - 1, 2}, struct{ off, n int64 }{5, content.ChunkSize * 2})
+			// Range edges: across a chunk boundary, starting or ending on one,
+			// inside the last partial chunk, the last byte, nothing mid-blob.
+			const c = content.ChunkSize
+			spans = append(spans, []struct{ off, n int64 }{{c - 1, 2}, {5, c * 2}, {c, c}, {c, c + 333}, {1, c - 1},
+				{2*c + 10, 323}, {int64(size) - 1, 1}, {c + 7, 0}, {3, int64(size) - 3}}...)
 		}
 		for _, s := range spans {
 			rd, err := e.Open(ctx, p, 0, ref, s.off, s.n)
@@ -168,6 +159,10 @@ func TestStageLost(t *testing.T) {
 		t.Errorf("large objects left: %d (%v)", n, err)
 	}
 }
+
+// TestReadAhead: contenttest.ReadAhead (a deleted large object is
+// PostgreSQL's error).
+func TestReadAhead(t *testing.T) { contenttest.ReadAhead(t, pool(t), pglo.New(), nil) }
 
 const benchSize = 64 << 20
 

@@ -163,12 +163,13 @@ type UploadMarker struct {
 
 // FetchUploads returns, ordered by key, initiation time and id, at most limit
 // uploads of the cursor's current Range and, if tail is not nil, the uploads
-// after tail as well.
+// after tail as well. With the cursor's DelimNext set it may skip past common
+// prefixes as FetchObjects may: a key that rolls up needs one upload.
 type FetchUploads func(c *ListCursor, tail *UploadMarker, limit int) ([]store.Upload, error)
 
 // ListUploads pages a ListMultipartUploads answer out of fetch. Uploads and
-// common prefixes count together towards MaxUploads. Errors of fetch come
-// back as they are.
+// common prefixes count together towards MaxUploads; a common prefix costs
+// one seek past it, as in ListObjects. Errors of fetch come back as they are.
 func ListUploads(p store.ListUploadsParams, fetch FetchUploads) (store.ListUploadsResult, error) {
 	var res store.ListUploadsResult
 	maxUploads := p.MaxUploads
@@ -183,7 +184,7 @@ func ListUploads(p store.ListUploadsParams, fetch FetchUploads) (store.ListUploa
 		tail = &UploadMarker{Key: p.KeyMarker, UploadID: p.UploadIDMarker}
 	}
 	count := 0
-	var lastKey, lastID string
+	var lastKey, lastID, lastCP string
 	for !c.Done && !res.Truncated {
 		limit := min(maxUploads-count+1, ListBatch)
 		batch, err := fetch(c, tail, limit)
@@ -192,9 +193,12 @@ func ListUploads(p store.ListUploadsParams, fetch FetchUploads) (store.ListUploa
 		}
 		tail = nil
 		if len(batch) < limit {
-			c.Done = true
+			c.Done = true // the interval holds nothing beyond this batch
 		}
 		for _, u := range batch {
+			if lastCP != "" && strings.HasPrefix(u.Key, lastCP) {
+				continue // under the prefix just returned: the fetch did not skip it
+			}
 			if count == maxUploads {
 				res.Truncated = true
 				break
@@ -202,10 +206,9 @@ func ListUploads(p store.ListUploadsParams, fetch FetchUploads) (store.ListUploa
 			count++
 			if cp := Rollup(u.Key, p.Prefix, p.Delimiter); cp != "" {
 				res.CommonPrefixes = append(res.CommonPrefixes, cp)
-				lastKey, lastID = cp, ""
-				c.Done = false
-				c.SkipPast(cp)
-				break
+				lastKey, lastID, lastCP = cp, "", cp
+				c.SkipPast(cp) // for the next fetch, if this batch was full
+				continue
 			}
 			res.Uploads = append(res.Uploads, u)
 			lastKey, lastID = u.Key, u.UploadID
@@ -213,8 +216,9 @@ func ListUploads(p store.ListUploadsParams, fetch FetchUploads) (store.ListUploa
 			// at this key, after this upload.
 			c.Advance(u.Key)
 		}
-		if !c.Done && len(res.Uploads) > 0 && lastID != "" && !res.Truncated {
-			// The batch ended inside a key's uploads: continue after the last one.
+		if !c.Done && !res.Truncated && lastID != "" {
+			// The batch may have ended inside a key's uploads: continue after
+			// the last one.
 			tail = &UploadMarker{Key: lastKey, UploadID: lastID}
 		}
 	}

@@ -95,3 +95,55 @@ func BenchList(b *testing.B, s store.ObjectStore, statements func() int64) {
 		})
 	}
 }
+
+// UploadPage is one ListMultipartUploads listing of the bucket that
+// FillUploadBench fills, with the entries it returns.
+type UploadPage struct {
+	Name              string
+	Params            store.ListUploadsParams
+	Uploads, Prefixes int
+}
+
+// UploadPages are the listings of the bucket FillUploadBench fills: 5,000
+// uploads in 50 common prefixes under "u/" (25 keys of 4 uploads each).
+var UploadPages = []UploadPage{
+	{"delimiter-50-prefixes", store.ListUploadsParams{Prefix: "u/", Delimiter: "/"}, 0, 50},
+	{"delimiter-after-marker", store.ListUploadsParams{Prefix: "u/", Delimiter: "/", KeyMarker: "u/p24/k00"}, 0, 25},
+	{"page-50", store.ListUploadsParams{Prefix: "u/", MaxUploads: 50}, 50, 0},
+}
+
+// FillUploadBench creates ListBenchBucket and the uploads of UploadPages in
+// it, from a few writers at once.
+func FillUploadBench(tb testing.TB, s store.ObjectStore) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := s.CreateBucket(ctx, ListBenchBucket, ""); err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range cap(errs) {
+		wg.Go(func() {
+			for i := w; i < 50*25*4; i += cap(errs) {
+				k := fmt.Sprintf("u/p%02d/k%02d", i%50, i/50%25)
+				if _, err := s.CreateMultipartUpload(ctx, ListBenchBucket, k, store.ObjectMeta{}, "", ""); err != nil {
+					errs <- fmt.Errorf("create upload %s: %w", k, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+}
+
+// CheckUploadPage fails tb unless res has the entries of pg.
+func CheckUploadPage(tb testing.TB, pg UploadPage, res store.ListUploadsResult) {
+	tb.Helper()
+	if len(res.Uploads) != pg.Uploads || len(res.CommonPrefixes) != pg.Prefixes {
+		tb.Fatalf("%s: %d uploads and %d prefixes, want %d and %d", pg.Name, len(res.Uploads), len(res.CommonPrefixes), pg.Uploads, pg.Prefixes)
+	}
+}

@@ -89,6 +89,7 @@ var tests = []test{
 	{"List", testList},
 	{"Multipart", testMultipart},
 	{"Uploads", testUploads},
+	{"UploadListing", testUploadListing},
 	{"UploadPartCopy", testUploadPartCopy},
 	{"FailuresLeaveNothing", testFailuresLeaveNothing},
 	{"ConcurrentPuts", testConcurrentPuts},
