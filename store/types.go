@@ -412,6 +412,8 @@ const (
 	// BucketConfigPublicAccessBlock is the bucket's Block Public Access
 	// setting; "" records that it was deleted (see s3api).
 	BucketConfigPublicAccessBlock = "public-access-block"
+	// BucketConfigCORS is the bucket's CORS rules (JSON array of CORSRule).
+	BucketConfigCORS = "cors"
 )
 
 // BucketConfigStore keeps per-bucket configuration documents, opaque to the
