@@ -77,7 +77,8 @@ func GetBucketCors(ctx context.Context, c store.BucketConfigStore, bucket string
 // configuration's own, smaller limit).
 func CheckBucketConfig(name, value string) error {
 	switch name {
-	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS:
+	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
+		store.BucketConfigACL, store.BucketConfigOwnership:
 	default:
 		return fmt.Errorf("%w: unknown bucket configuration %q", store.ErrInvalidArgument, name)
 	}
