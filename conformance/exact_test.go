@@ -299,10 +299,9 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		t.Fatalf("CreateBucket ACL private: %v", err)
 	}
 	t.Cleanup(func() { emptyAndDelete(t, cl, name) })
-	// A new bucket blocks public ACLs (the gateway's default Block Public
-	// Access, as on AWS).
+	// A new bucket has ACLs off (BucketOwnerEnforced, as on AWS).
 	_, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucketName("aclpub")), ACL: types.BucketCannedACLPublicRead})
-	wantAPIError(t, err, "AccessDenied")
+	wantAPIError(t, err, "InvalidBucketAclWithObjectOwnership")
 
 	for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPrivate, types.ObjectCannedACLBucketOwnerFullControl, types.ObjectCannedACLBucketOwnerRead} {
 		if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("o-" + string(acl)), Body: strings.NewReader("x"), ACL: acl}); err != nil {
@@ -314,7 +313,8 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		t.Fatalf("CopyObject ACL private: %v", err)
 	}
 	// Public ACLs: AccessDenied under the new bucket's Block Public Access
-	// (BlockPublicAcls); stored without it.
+	// (BlockPublicAcls); without it AccessControlListNotSupported while ACLs
+	// are off (BucketOwnerEnforced); stored under ObjectWriter.
 	for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPublicRead, types.ObjectCannedACLPublicReadWrite, types.ObjectCannedACLAuthenticatedRead} {
 		_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: acl})
 		wantAPIError(t, err, "AccessDenied")
@@ -322,6 +322,12 @@ func exACLs(t *testing.T, cl *s3.Client) {
 	objectAbsent(t, cl, name, "refused")
 	if _, err := cl.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String(name)}); err != nil {
 		t.Fatalf("DeletePublicAccessBlock: %v", err)
+	}
+	_, err = cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: types.ObjectCannedACLPublicRead})
+	wantAPIError(t, err, "AccessControlListNotSupported")
+	if _, err := cl.PutBucketOwnershipControls(ctx, &s3.PutBucketOwnershipControlsInput{Bucket: aws.String(name),
+		OwnershipControls: &types.OwnershipControls{Rules: []types.OwnershipControlsRule{{ObjectOwnership: types.ObjectOwnershipObjectWriter}}}}); err != nil {
+		t.Fatalf("PutBucketOwnershipControls ObjectWriter: %v", err)
 	}
 	if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("public"), Body: strings.NewReader("x"),
 		ACL: types.ObjectCannedACLPublicRead}); err != nil {
@@ -346,7 +352,7 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		t.Fatalf("PutBucketAcl private: %v", err)
 	}
 	// The owner-only policy read back is accepted as a body, and so is a
-	// grant to everyone (Block Public Access is off).
+	// grant to everyone (Block Public Access is off, ACLs on).
 	owner := &types.AccessControlPolicy{Owner: bacl.Owner, Grants: bacl.Grants}
 	if _, err := cl.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(name), Key: aws.String("copy"), AccessControlPolicy: owner}); err != nil {
 		t.Fatalf("PutObjectAcl owner-only body: %v", err)

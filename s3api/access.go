@@ -182,10 +182,14 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 		}
 		missing = err != nil
 	}
+	g.cfgs = cfgs
+	g.bpa, _, err = ac.effectiveBPA(cfgs)
+	if o, _ := ownershipOf(ac, cfgs); o == ownerEnforced || err != nil {
+		return missing, err // ACLs off: they grant nothing
+	}
 	if g.bucketACL, err = parseStoredACL(cfgs[store.BucketConfigACL]); err != nil {
 		return false, fmt.Errorf("bucket acl of %q: %w", rq.bucket, err)
 	}
-	g.cfgs = cfgs
 	g.objectACL = func(bucket, key string) (*store.ACL, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), lookupTimeout)
 		defer cancel()
@@ -201,8 +205,7 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 		}
 		return info.Meta.ACL, nil
 	}
-	g.bpa, _, err = ac.effectiveBPA(cfgs)
-	return missing, err
+	return missing, nil
 }
 
 // shortcuts applies a key's bucket list and read-only flag, which bound

@@ -282,10 +282,16 @@ func ownerOnlyACL(acl *store.ACL) bool {
 	return !slices.ContainsFunc(acl.Grants, func(g store.ACLGrant) bool { return g.ID != acl.Owner })
 }
 
-// checkACL applies the bucket's settings to an ACL about to be set: without
-// access evaluation only owner-only ACLs exist (NotImplemented otherwise);
-// BlockPublicAcls refuses a public one (AccessDenied, as on AWS).
-func (a *api) checkACL(cfgs map[string]string, acl *store.ACL) error {
+// checkACL applies the bucket's settings to an ACL about to be set (on an
+// object of bucketOwner's bucket; "" for a bucket's own): under
+// BucketOwnerEnforced only the bucket owner's full control
+// (AccessControlListNotSupported); without access evaluation only owner-only
+// ACLs exist (NotImplemented otherwise); BlockPublicAcls refuses a public
+// one (AccessDenied, as on AWS).
+func (a *api) checkACL(cfgs map[string]string, acl *store.ACL, bucketOwner string) error {
+	if err := a.checkOwnership(cfgs, acl, bucketOwner); err != nil {
+		return err
+	}
 	if a.access == nil || a.access.configs == nil {
 		if !ownerOnlyACL(acl) {
 			return errNotImplemented.withMessage("ACL grants to other principals need a gateway that evaluates access (access keys in the store).")
@@ -317,7 +323,10 @@ func (a *api) writeACL(rq *request) (*store.ACL, error) {
 	if err != nil || acl == nil {
 		return nil, err
 	}
-	return acl, a.checkACL(cfgs, acl)
+	if o, _ := ownershipOf(a.access, cfgs); o == ownerPreferred && rq.r.Header.Get("x-amz-acl") == "bucket-owner-full-control" {
+		acl.Owner = bucketOwner // the bucket owner takes the object
+	}
+	return acl, a.checkACL(cfgs, acl, bucketOwner)
 }
 
 // copyACL gives a copy the ACL of its request (nil: private to the
@@ -356,5 +365,5 @@ func (a *api) aclToPut(rq *request, cfgs map[string]string, body []byte, owner, 
 	if acl == nil {
 		return nil, errMissingSecurityHeader
 	}
-	return acl, a.checkACL(cfgs, acl)
+	return acl, a.checkACL(cfgs, acl, bucketOwner)
 }

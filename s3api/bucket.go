@@ -107,9 +107,14 @@ func (a *api) createBucket(rq *request) error {
 	if err != nil {
 		return err
 	}
+	ownership, err := a.createOwnership(rq, acl)
+	if err != nil {
+		return err
+	}
 	if acl != nil {
-		// A new bucket has the gateway's default settings.
-		if err := a.checkACL(nil, acl); err != nil {
+		// A new bucket has the gateway's default settings (with the
+		// ownership the request gives: checked above).
+		if err := a.checkACL(map[string]string{store.BucketConfigOwnership: objectWriter}, acl, ""); err != nil {
 			return err
 		}
 	}
@@ -135,18 +140,35 @@ func (a *api) createBucket(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("create bucket %q: %w", rq.bucket, err)
 	}
-	if created && acl != nil && !ownerOnlyACL(acl) {
-		// checkACL let it through: the gateway keeps bucket configurations.
-		doc, err := json.Marshal(acl)
-		if err != nil {
-			return fmt.Errorf("create bucket %q: acl: %w", rq.bucket, err)
-		}
-		if err := a.access.configs.PutBucketConfig(rq.ctx, rq.bucket, store.BucketConfigACL, string(doc)); err != nil {
-			return fmt.Errorf("create bucket %q: acl: %w", rq.bucket, err)
+	if created {
+		if err := a.createConfigs(rq, acl, ownership); err != nil {
+			return err
 		}
 	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// createConfigs stores a new bucket's ACL and ownership where they are not
+// the defaults (createOwnership and checkACL let them through only on a
+// gateway that keeps bucket configurations).
+func (a *api) createConfigs(rq *request, acl *store.ACL, ownership string) error {
+	if ownership != "" && ownership != ownerEnforced {
+		if err := a.access.configs.PutBucketConfig(rq.ctx, rq.bucket, store.BucketConfigOwnership, ownership); err != nil {
+			return fmt.Errorf("create bucket %q: ownership: %w", rq.bucket, err)
+		}
+	}
+	if acl == nil || ownerOnlyACL(acl) {
+		return nil
+	}
+	doc, err := json.Marshal(acl)
+	if err != nil {
+		return fmt.Errorf("create bucket %q: acl: %w", rq.bucket, err)
+	}
+	if err := a.access.configs.PutBucketConfig(rq.ctx, rq.bucket, store.BucketConfigACL, string(doc)); err != nil {
+		return fmt.Errorf("create bucket %q: acl: %w", rq.bucket, err)
+	}
 	return nil
 }
 
@@ -315,7 +337,21 @@ func (a *api) getObjectACL(rq *request) error {
 	if err != nil {
 		return err
 	}
-	return writeXML(rq, aclXML(info.Meta.ACL, ownerOf(rq).ID))
+	cfgs, err := a.bucketConfigs(rq)
+	if err != nil {
+		return err
+	}
+	acl := info.Meta.ACL
+	if o, _ := ownershipOf(a.access, cfgs); o == ownerEnforced {
+		// ACLs are off: the bucket owner has full control, whatever the
+		// object kept from before.
+		_, bucketOwner, err := bucketACL(rq, cfgs)
+		if err != nil {
+			return err
+		}
+		acl = &store.ACL{Owner: bucketOwner, Grants: []store.ACLGrant{{ID: bucketOwner, Permission: "FULL_CONTROL"}}}
+	}
+	return writeXML(rq, aclXML(acl, ownerOf(rq).ID))
 }
 
 // putObjectACL replaces the object's ACL in its metadata: a metadata-only
