@@ -332,8 +332,9 @@ func (a *api) writeACL(rq *request) (*store.ACL, error) {
 // copyACL gives a copy the ACL of its request (nil: private to the
 // writer), never its source's. Under the COPY directive the source's
 // metadata is read here and given whole, with that ACL, conditional on the
-// ETag read (a source overwritten in between fails the copy).
-func (a *api) copyACL(rq *request, src store.CopySource, opts *store.CopyOptions, acl *store.ACL) error {
+// ETag read (a source overwritten in between fails the copy:
+// PreconditionFailed).
+func (a *api) copyACL(rq *request, src *store.CopySource, opts *store.CopyOptions, acl *store.ACL) error {
 	if opts.ReplaceMeta {
 		opts.Meta.ACL = acl
 		return nil
@@ -350,8 +351,11 @@ func (a *api) copyACL(rq *request, src store.CopySource, opts *store.CopyOptions
 	case info.Meta.ACL == nil && acl == nil:
 		return nil
 	}
-	opts.ReplaceMeta, opts.Meta, opts.SourceETag = true, info.Meta, info.ETag
+	opts.ReplaceMeta, opts.Meta = true, info.Meta
 	opts.Meta.ACL = acl
+	if src.Cond.IfMatch == "" {
+		src.Cond.IfMatch = info.ETag // the client's own If-Match already pins the source
+	}
 	return nil
 }
 

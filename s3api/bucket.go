@@ -355,8 +355,9 @@ func (a *api) getObjectACL(rq *request) error {
 }
 
 // putObjectACL replaces the object's ACL in its metadata: a metadata-only
-// copy of the object onto itself, conditional on the ETag it read, so that
-// an overwrite in between is not given the old object's metadata.
+// copy of the object onto itself keeping its checksum, conditional on the
+// ETag it read, so that an overwrite in between is not given the old
+// object's metadata (it answers PreconditionFailed instead).
 func (a *api) putObjectACL(rq *request) error {
 	if err := checkVersionID(rq); err != nil {
 		return err
@@ -387,8 +388,9 @@ func (a *api) putObjectACL(rq *request) error {
 	}
 	meta := info.Meta
 	meta.ACL = acl
-	_, err = a.st.CopyObject(rq.ctx, store.CopySource{Bucket: rq.bucket, Key: rq.key}, rq.bucket, rq.key,
-		store.CopyOptions{ReplaceMeta: true, Meta: meta, StorageClass: meta.StorageClass, SourceETag: info.ETag})
+	ck := info.Checksum
+	_, err = a.st.CopyObject(rq.ctx, store.CopySource{Bucket: rq.bucket, Key: rq.key, Cond: store.Conditions{IfMatch: info.ETag}}, rq.bucket, rq.key,
+		store.CopyOptions{ReplaceMeta: true, Meta: meta, StorageClass: meta.StorageClass, Checksum: &ck})
 	if err != nil {
 		return fmt.Errorf("put object acl %q/%q: %w", rq.bucket, rq.key, err)
 	}
