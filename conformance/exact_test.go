@@ -299,8 +299,9 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		t.Fatalf("CreateBucket ACL private: %v", err)
 	}
 	t.Cleanup(func() { emptyAndDelete(t, cl, name) })
+	// A new bucket has ACLs off (BucketOwnerEnforced, as on AWS).
 	_, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucketName("aclpub")), ACL: types.BucketCannedACLPublicRead})
-	wantAPIError(t, err, "NotImplemented")
+	wantAPIError(t, err, "InvalidBucketAclWithObjectOwnership")
 
 	for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPrivate, types.ObjectCannedACLBucketOwnerFullControl, types.ObjectCannedACLBucketOwnerRead} {
 		if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("o-" + string(acl)), Body: strings.NewReader("x"), ACL: acl}); err != nil {
@@ -312,16 +313,25 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		t.Fatalf("CopyObject ACL private: %v", err)
 	}
 	// Public ACLs: AccessDenied under the new bucket's Block Public Access
-	// (BlockPublicAcls), NotImplemented without it (only private ACLs exist).
-	for _, want := range []string{"AccessDenied", "NotImplemented"} {
-		for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPublicRead, types.ObjectCannedACLPublicReadWrite, types.ObjectCannedACLAuthenticatedRead} {
-			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: acl})
-			wantAPIError(t, err, want)
-		}
-		objectAbsent(t, cl, name, "refused")
-		if _, err := cl.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String(name)}); err != nil {
-			t.Fatalf("DeletePublicAccessBlock: %v", err)
-		}
+	// (BlockPublicAcls); without it AccessControlListNotSupported while ACLs
+	// are off (BucketOwnerEnforced); stored under ObjectWriter.
+	for _, acl := range []types.ObjectCannedACL{types.ObjectCannedACLPublicRead, types.ObjectCannedACLPublicReadWrite, types.ObjectCannedACLAuthenticatedRead} {
+		_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: acl})
+		wantAPIError(t, err, "AccessDenied")
+	}
+	objectAbsent(t, cl, name, "refused")
+	if _, err := cl.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("DeletePublicAccessBlock: %v", err)
+	}
+	_, err = cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("refused"), Body: strings.NewReader("x"), ACL: types.ObjectCannedACLPublicRead})
+	wantAPIError(t, err, "AccessControlListNotSupported")
+	if _, err := cl.PutBucketOwnershipControls(ctx, &s3.PutBucketOwnershipControlsInput{Bucket: aws.String(name),
+		OwnershipControls: &types.OwnershipControls{Rules: []types.OwnershipControlsRule{{ObjectOwnership: types.ObjectOwnershipObjectWriter}}}}); err != nil {
+		t.Fatalf("PutBucketOwnershipControls ObjectWriter: %v", err)
+	}
+	if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(name), Key: aws.String("public"), Body: strings.NewReader("x"),
+		ACL: types.ObjectCannedACLPublicRead}); err != nil {
+		t.Fatalf("PutObject public-read without Block Public Access: %v", err)
 	}
 
 	bacl, err := cl.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: aws.String(name)})
@@ -341,8 +351,8 @@ func exACLs(t *testing.T, cl *s3.Client) {
 	if _, err := cl.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String(name), ACL: types.BucketCannedACLPrivate}); err != nil {
 		t.Fatalf("PutBucketAcl private: %v", err)
 	}
-	// The owner-only policy read back is accepted as a body; a grant to
-	// everyone is refused.
+	// The owner-only policy read back is accepted as a body, and so is a
+	// grant to everyone (Block Public Access is off, ACLs on).
 	owner := &types.AccessControlPolicy{Owner: bacl.Owner, Grants: bacl.Grants}
 	if _, err := cl.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(name), Key: aws.String("copy"), AccessControlPolicy: owner}); err != nil {
 		t.Fatalf("PutObjectAcl owner-only body: %v", err)
@@ -351,10 +361,12 @@ func exACLs(t *testing.T, cl *s3.Client) {
 		Grantee:    &types.Grantee{Type: types.TypeGroup, URI: aws.String("http://acs.amazonaws.com/groups/global/AllUsers")},
 		Permission: types.PermissionRead,
 	})}
-	_, err = cl.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String(name), AccessControlPolicy: public})
-	wantAPIError(t, err, "NotImplemented")
-	_, err = cl.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(name), Key: aws.String("copy"), ACL: types.ObjectCannedACLPublicRead})
-	wantAPIError(t, err, "NotImplemented")
+	if _, err = cl.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String(name), AccessControlPolicy: public}); err != nil {
+		t.Fatalf("PutBucketAcl public body: %v", err)
+	}
+	if _, err = cl.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(name), Key: aws.String("copy"), ACL: types.ObjectCannedACLPublicRead}); err != nil {
+		t.Fatalf("PutObjectAcl public-read: %v", err)
+	}
 }
 
 func exConditionalWrites(t *testing.T, cl *s3.Client) {

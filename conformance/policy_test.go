@@ -218,7 +218,7 @@ func testBlockPublicAccess(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 	}
 	wantAnon(t, gw, b+"/public/x", http.StatusForbidden, "AccessDenied")
 	_, err = root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("acl"), ACL: types.ObjectCannedACLPublicRead, Body: strings.NewReader("x")})
-	wantAPIError(t, err, "NotImplemented") // no BlockPublicAcls: public ACLs do not exist here
+	wantAPIError(t, err, "AccessControlListNotSupported") // no BlockPublicAcls, but ACLs are off (BucketOwnerEnforced)
 
 	if _, err := root.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String(b)}); err != nil {
 		t.Fatalf("DeletePublicAccessBlock: %v", err)

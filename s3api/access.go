@@ -85,6 +85,13 @@ type decision struct {
 	bucket    *iam.Policy
 	bpa       publicAccessBlock
 	context   map[string][]string
+	// cfgs are the bucket's configuration documents, bucketACL its ACL
+	// (nil: private to its owner).
+	cfgs      map[string]string
+	bucketACL *store.ACL
+	// objectACL reads an object's ACL (nil: none, or no such object), for
+	// the decisions an ACL may grant.
+	objectACL func(bucket, key string) (*store.ACL, error)
 }
 
 // lockoutOps are the bucket policy operations the owner may always run, a
@@ -175,8 +182,30 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 		}
 		missing = err != nil
 	}
+	g.cfgs = cfgs
 	g.bpa, _, err = ac.effectiveBPA(cfgs)
-	return missing, err
+	if o, _ := ownershipOf(ac, cfgs); o == ownerEnforced || err != nil {
+		return missing, err // ACLs off: they grant nothing
+	}
+	if g.bucketACL, err = parseStoredACL(cfgs[store.BucketConfigACL]); err != nil {
+		return false, fmt.Errorf("bucket acl of %q: %w", rq.bucket, err)
+	}
+	g.objectACL = func(bucket, key string) (*store.ACL, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), lookupTimeout)
+		defer cancel()
+		info, _, rd, err := ac.st.GetObject(ctx, bucket, key, store.GetOptions{}, true)
+		if rd != nil {
+			_ = rd.Close() // head=true opens nothing
+		}
+		if errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("acl of %q/%q: %w", bucket, key, err)
+		}
+		return info.Meta.ACL, nil
+	}
+	return missing, nil
 }
 
 // shortcuts applies a key's bucket list and read-only flag, which bound
@@ -243,7 +272,30 @@ func (g *decision) decide(op, bucket, key string) error {
 	case idDecision == iam.Allowed || bucketDecision == iam.Allowed:
 		return nil
 	}
-	return fmt.Errorf("%w: no policy allows %s on %s", ErrAccessDenied, action, req.Resource)
+	// An ACL grant counts as an Allow (AWS's evaluation); it is read last,
+	// so that requests a policy decides read no object.
+	if ok, err := g.aclAllows(action, bucket, key); err != nil || ok {
+		return err
+	}
+	return fmt.Errorf("%w: no policy or ACL allows %s on %s", ErrAccessDenied, action, req.Resource)
+}
+
+// aclAllows reports whether the bucket's or the object's ACL gives the
+// permission action needs.
+func (g *decision) aclAllows(action, bucket, key string) (bool, error) {
+	anon, ignore := g.principal.Anonymous, g.bpa.IgnorePublicAcls
+	if perm, ok := bucketACLPerms[action]; ok && aclGrants(g.bucketACL, anon, g.principal.Key, perm, ignore) {
+		return true, nil
+	}
+	perm, ok := objectACLPerms[action]
+	if !ok || key == "" || g.objectACL == nil {
+		return false, nil
+	}
+	acl, err := g.objectACL(bucket, key)
+	if err != nil {
+		return false, err
+	}
+	return aclGrants(acl, anon, g.principal.Key, perm, ignore), nil
 }
 
 // visible keeps the buckets of a key's bucket list (all for the root key

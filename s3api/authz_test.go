@@ -41,6 +41,7 @@ func TestOperationAccess(t *testing.T) {
 		"AbortMultipartUpload": AccessWrite, "PutBucketPolicy": AccessWrite, "DeleteBucketPolicy": AccessWrite,
 		"PutPublicAccessBlock": AccessWrite, "DeletePublicAccessBlock": AccessWrite,
 		"PutBucketCors": AccessWrite, "DeleteBucketCors": AccessWrite,
+		"PutBucketOwnershipControls": AccessWrite, "DeleteBucketOwnershipControls": AccessWrite,
 	}
 	for op := range handlers {
 		if _, ok := want[op]; !ok {

@@ -3,6 +3,7 @@ package s3api
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -102,8 +103,20 @@ func parseCreateBucketConfiguration(body []byte) (string, error) {
 }
 
 func (a *api) createBucket(rq *request) error {
-	if err := checkCannedACL(rq.r.Header); err != nil {
+	acl, err := requestACL(rq, nil, ownerOf(rq).ID, "", false)
+	if err != nil {
 		return err
+	}
+	ownership, err := a.createOwnership(rq, acl)
+	if err != nil {
+		return err
+	}
+	if acl != nil {
+		// A new bucket has the gateway's default settings (with the
+		// ownership the request gives: checked above).
+		if err := a.checkACL(map[string]string{store.BucketConfigOwnership: objectWriter}, acl, ""); err != nil {
+			return err
+		}
 	}
 	if err := checkObjectLockEnabled(rq.r.Header); err != nil {
 		return err
@@ -120,14 +133,42 @@ func (a *api) createBucket(rq *request) error {
 		return err
 	}
 	err = a.st.CreateBucket(rq.ctx, rq.bucket, a.cfg.Region)
+	created := err == nil
 	if errors.Is(err, store.ErrBucketExists) && a.cfg.Region == defaultRegion {
 		err = nil // AWS's legacy us-east-1 answer for a bucket the caller owns
 	}
 	if err != nil {
 		return fmt.Errorf("create bucket %q: %w", rq.bucket, err)
 	}
+	if created {
+		if err := a.createConfigs(rq, acl, ownership); err != nil {
+			return err
+		}
+	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// createConfigs stores a new bucket's ACL and ownership where they are not
+// the defaults (createOwnership and checkACL let them through only on a
+// gateway that keeps bucket configurations).
+func (a *api) createConfigs(rq *request, acl *store.ACL, ownership string) error {
+	if ownership != "" && ownership != ownerEnforced {
+		if err := a.access.configs.PutBucketConfig(rq.ctx, rq.bucket, store.BucketConfigOwnership, ownership); err != nil {
+			return fmt.Errorf("create bucket %q: ownership: %w", rq.bucket, err)
+		}
+	}
+	if acl == nil || ownerOnlyACL(acl) {
+		return nil
+	}
+	doc, err := json.Marshal(acl)
+	if err != nil {
+		return fmt.Errorf("create bucket %q: acl: %w", rq.bucket, err)
+	}
+	if err := a.access.configs.PutBucketConfig(rq.ctx, rq.bucket, store.BucketConfigACL, string(doc)); err != nil {
+		return fmt.Errorf("create bucket %q: acl: %w", rq.bucket, err)
+	}
 	return nil
 }
 
@@ -219,107 +260,61 @@ type grant struct {
 type grantee struct {
 	XMLNSXSI    string `xml:"xmlns:xsi,attr"`
 	Type        string `xml:"xsi:type,attr"`
-	ID          string `xml:"ID"`
-	DisplayName string `xml:"DisplayName"`
+	ID          string `xml:"ID,omitempty"`
+	DisplayName string `xml:"DisplayName,omitempty"`
+	URI         string `xml:"URI,omitempty"`
 }
 
-// ownerACL is the only ACL there is: the owner has FULL_CONTROL.
-func ownerACL(rq *request) accessControlPolicy {
-	o := ownerOf(rq)
-	return accessControlPolicy{NS: s3NS, Owner: o, Grants: []grant{{
-		Grantee: grantee{
-			XMLNSXSI: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser",
-			ID: o.ID, DisplayName: o.DisplayName,
-		},
-		Permission: "FULL_CONTROL",
-	}}}
+// bucketACL reads the bucket's ACL from its configuration documents (nil:
+// private to its owner) and the owner it names (the caller without one).
+func bucketACL(rq *request, cfgs map[string]string) (*store.ACL, string, error) {
+	acl, err := parseStoredACL(cfgs[store.BucketConfigACL])
+	if err != nil {
+		return nil, "", fmt.Errorf("bucket acl %q: %w", rq.bucket, err)
+	}
+	if acl == nil {
+		return nil, ownerOf(rq).ID, nil
+	}
+	return acl, acl.Owner, nil
 }
 
 func (a *api) getBucketACL(rq *request) error {
-	if _, err := a.st.HeadBucket(rq.ctx, rq.bucket); err != nil {
-		return fmt.Errorf("bucket acl %q: %w", rq.bucket, err)
+	cfgs, err := a.bucketConfigs(rq)
+	if err != nil {
+		return err
 	}
-	return writeXML(rq, ownerACL(rq))
+	acl, owner, err := bucketACL(rq, cfgs)
+	if err != nil {
+		return err
+	}
+	return writeXML(rq, aclXML(acl, owner))
 }
 
-// aclRequest is the AccessControlPolicy body of PutBucketAcl/PutObjectAcl.
-type aclRequest struct {
-	XMLName xml.Name `xml:"AccessControlPolicy"`
-	Owner   *struct {
-		ID string `xml:"ID"`
-	} `xml:"Owner"`
-	Grants []struct {
-		Grantee struct {
-			Type string `xml:"http://www.w3.org/2001/XMLSchema-instance type,attr"`
-			ID   string `xml:"ID"`
-			URI  string `xml:"URI"`
-			Mail string `xml:"EmailAddress"`
-		} `xml:"Grantee"`
-		Permission string `xml:"Permission"`
-	} `xml:"AccessControlList>Grant"`
-}
-
-// parseACLBody parses an AccessControlPolicy and accepts it only if it
-// grants nothing beyond what the owner already has: FULL_CONTROL (or less)
-// to the owner's canonical id. A grant to anyone else is NotImplemented (we
-// do not store ACLs); a body that is not an ACL is MalformedACLError.
-func parseACLBody(body []byte, ownerID string) error {
-	var acl aclRequest
-	if err := decodeXML(body, &acl); err != nil {
-		return errMalformedACL
-	}
-	for _, g := range acl.Grants {
-		switch g.Permission {
-		case "FULL_CONTROL", "READ", "WRITE", "READ_ACP", "WRITE_ACP":
-		default:
-			return errMalformedACL
-		}
-		if g.Grantee.URI != "" || g.Grantee.Mail != "" || (g.Grantee.ID != "" && g.Grantee.ID != ownerID) {
-			return errNotImplemented.withMessage("ACL grants to other principals are not supported: s3gate keeps every bucket and object private to its owner.")
-		}
-		if g.Grantee.ID == "" {
-			return errMalformedACL
-		}
-	}
-	return nil
-}
-
-// checkPutACL accepts a canned owner-only ACL in x-amz-acl, or an
-// AccessControlPolicy body granting only the owner (what we already do).
-// Neither is MissingSecurityHeader, both InvalidRequest, as on AWS.
-func checkPutACL(a *api, rq *request) error {
+func (a *api) putBucketACL(rq *request) error {
 	body, err := readBody(rq, a.cfg.MaxXMLBody)
 	if err != nil {
 		return err
 	}
-	hasBody := len(bytes.TrimSpace(body)) > 0
-	hasGrants := false
-	for name := range rq.r.Header {
-		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
-			hasGrants = true
-		}
-	}
-	switch {
-	case rq.r.Header.Get("x-amz-acl") != "" && hasBody:
-		return errInvalidRequest.withMessage("Specifying both Canned ACLs and Header Grants is not allowed")
-	case hasBody:
-		return parseACLBody(body, ownerOf(rq).ID)
-	case rq.r.Header.Get("x-amz-acl") != "" || hasGrants:
-		return checkCannedACL(rq.r.Header)
-	default:
-		return errMissingSecurityHeader
-	}
-}
-
-func (a *api) putBucketACL(rq *request) error {
-	if err := checkPutACL(a, rq); err != nil {
+	cfgs, err := a.bucketConfigs(rq)
+	if err != nil {
 		return err
 	}
-	if _, err := a.st.HeadBucket(rq.ctx, rq.bucket); err != nil {
+	_, owner, err := bucketACL(rq, cfgs)
+	if err != nil {
+		return err
+	}
+	acl, err := a.aclToPut(rq, cfgs, body, owner, "", false)
+	if err != nil {
+		return err
+	}
+	if a.access == nil || a.access.configs == nil {
+		return nil // only owner-only ACLs pass checkACL here: nothing to keep
+	}
+	doc, err := json.Marshal(acl)
+	if err != nil {
 		return fmt.Errorf("put bucket acl %q: %w", rq.bucket, err)
 	}
-	rq.w.WriteHeader(http.StatusOK)
-	return nil
+	return a.putConfig(rq, store.BucketConfigACL, string(doc), http.StatusOK)
 }
 
 // headObject resolves an object's metadata without opening its content.
@@ -335,18 +330,69 @@ func (a *api) headObject(rq *request) (store.ObjectInfo, error) {
 }
 
 func (a *api) getObjectACL(rq *request) error {
-	if _, err := a.headObject(rq); err != nil {
+	if err := checkVersionID(rq); err != nil {
 		return err
 	}
-	return writeXML(rq, ownerACL(rq))
+	info, err := a.headObject(rq)
+	if err != nil {
+		return err
+	}
+	cfgs, err := a.bucketConfigs(rq)
+	if err != nil {
+		return err
+	}
+	acl := info.Meta.ACL
+	if o, _ := ownershipOf(a.access, cfgs); o == ownerEnforced {
+		// ACLs are off: the bucket owner has full control, whatever the
+		// object kept from before.
+		_, bucketOwner, err := bucketACL(rq, cfgs)
+		if err != nil {
+			return err
+		}
+		acl = &store.ACL{Owner: bucketOwner, Grants: []store.ACLGrant{{ID: bucketOwner, Permission: "FULL_CONTROL"}}}
+	}
+	return writeXML(rq, aclXML(acl, ownerOf(rq).ID))
 }
 
+// putObjectACL replaces the object's ACL in its metadata: a metadata-only
+// copy of the object onto itself keeping its checksum, conditional on the
+// ETag it read, so that an overwrite in between is not given the old
+// object's metadata (it answers PreconditionFailed instead).
 func (a *api) putObjectACL(rq *request) error {
-	if err := checkPutACL(a, rq); err != nil {
+	if err := checkVersionID(rq); err != nil {
 		return err
 	}
-	if _, err := a.headObject(rq); err != nil {
+	body, err := readBody(rq, a.cfg.MaxXMLBody)
+	if err != nil {
 		return err
+	}
+	info, err := a.headObject(rq)
+	if err != nil {
+		return err
+	}
+	cfgs, err := a.bucketConfigs(rq)
+	if err != nil {
+		return err
+	}
+	_, bucketOwner, err := bucketACL(rq, cfgs)
+	if err != nil {
+		return err
+	}
+	owner := ownerOf(rq).ID
+	if info.Meta.ACL != nil {
+		owner = info.Meta.ACL.Owner
+	}
+	acl, err := a.aclToPut(rq, cfgs, body, owner, bucketOwner, true)
+	if err != nil {
+		return err
+	}
+	meta := info.Meta
+	meta.ACL = acl
+	ck := info.Checksum
+	_, err = a.st.CopyObject(rq.ctx, store.CopySource{Bucket: rq.bucket, Key: rq.key, Cond: store.Conditions{IfMatch: info.ETag}}, rq.bucket, rq.key,
+		store.CopyOptions{ReplaceMeta: true, Meta: meta, StorageClass: meta.StorageClass, Checksum: &ck})
+	if err != nil {
+		return fmt.Errorf("put object acl %q/%q: %w", rq.bucket, rq.key, err)
 	}
 	rq.w.WriteHeader(http.StatusOK)
 	return nil

@@ -237,34 +237,6 @@ func encodeMetaValue(v string) string {
 	return v
 }
 
-// Canned ACLs. In a gateway with one owner per bucket these three grant
-// nothing beyond the owner's FULL_CONTROL, so they are accepted and change
-// nothing; the others grant access to other principals (anonymous users, all
-// AWS users, AWS services), which this gateway does not serve, so they are
-// refused rather than silently ignored.
-var (
-	ownerOnlyACLs = map[string]bool{"private": true, "bucket-owner-read": true, "bucket-owner-full-control": true}
-	grantingACLs  = map[string]bool{"public-read": true, "public-read-write": true, "authenticated-read": true,
-		"aws-exec-read": true, "log-delivery-write": true}
-)
-
-// checkCannedACL accepts only the ACLs that match what we do (owner-only).
-func checkCannedACL(h http.Header) error {
-	switch acl := h.Get("x-amz-acl"); {
-	case acl == "" || ownerOnlyACLs[acl]:
-	case grantingACLs[acl]:
-		return errNotImplemented.withMessage("The canned ACL " + acl + " is not supported: s3gate serves only authenticated requests of the bucket owner, so only private, bucket-owner-read and bucket-owner-full-control are accepted.")
-	default:
-		return errInvalidArgument.withMessage("Invalid canned ACL " + strconv.Quote(acl) + ".")
-	}
-	for name := range h {
-		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
-			return errNotImplemented.withMessage("ACL grants are not supported.")
-		}
-	}
-	return nil
-}
-
 // putOptions builds the store inputs of PutObject/UploadPart from the headers.
 func putOptions(rq *request, withMeta bool) (store.PutOptions, error) {
 	h := rq.r.Header

@@ -21,7 +21,8 @@ type initiateMultipartUploadResult struct {
 
 func (a *api) createMultipartUpload(rq *request) error {
 	h := rq.r.Header
-	if err := checkCannedACL(h); err != nil {
+	acl, err := a.writeACL(rq)
+	if err != nil {
 		return err
 	}
 	if err := checkWriteFeatures(h); err != nil {
@@ -31,6 +32,7 @@ func (a *api) createMultipartUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
+	meta.ACL = acl // applied at Complete, with the rest of the metadata
 	alg, err := parseChecksumAlgorithm(h)
 	if err != nil {
 		return err

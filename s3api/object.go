@@ -23,7 +23,8 @@ func checkVersionID(rq *request) error {
 }
 
 func (a *api) putObject(rq *request) error {
-	if err := checkCannedACL(rq.r.Header); err != nil {
+	acl, err := a.writeACL(rq)
+	if err != nil {
 		return err
 	}
 	if err := checkWriteFeatures(rq.r.Header); err != nil {
@@ -36,6 +37,7 @@ func (a *api) putObject(rq *request) error {
 	if err != nil {
 		return err
 	}
+	opts.Meta.ACL = acl
 	if err := a.precheckWrite(rq, opts); err != nil {
 		return err
 	}
@@ -238,7 +240,8 @@ type copyObjectResult struct {
 
 func (a *api) copyObject(rq *request) error {
 	h := rq.r.Header
-	if err := checkCannedACL(h); err != nil {
+	acl, err := a.writeACL(rq)
+	if err != nil {
 		return err
 	}
 	if err := checkWriteFeatures(h); err != nil {
@@ -277,6 +280,9 @@ func (a *api) copyObject(rq *request) error {
 	// checked against the stored one by the store.
 	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("x-amz-storage-class") == "" {
 		return errSelfCopy
+	}
+	if err := a.copyACL(rq, &src, &opts, acl); err != nil {
+		return err
 	}
 	info, err := a.st.CopyObject(rq.ctx, src, rq.bucket, rq.key, opts)
 	if err != nil {

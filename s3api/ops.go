@@ -215,7 +215,9 @@ var handlers = map[string]handlerFunc{
 	"GetObjectLockConfiguration":      notFoundConfig(notFoundDefault("ObjectLockConfigurationNotFoundError", "Object Lock configuration does not exist for this bucket")),
 	"GetBucketWebsite":                notFoundConfig(notFoundDefault("NoSuchWebsiteConfiguration", "The specified bucket does not have a website configuration")),
 	"GetBucketReplication":            notFoundConfig(notFoundDefault("ReplicationConfigurationNotFoundError", "The replication configuration was not found")),
-	"GetBucketOwnershipControls":      notFoundConfig(notFoundDefault("OwnershipControlsNotFoundError", "The bucket ownership controls were not found")),
+	"GetBucketOwnershipControls":      (*api).getOwnershipControls,
+	"PutBucketOwnershipControls":      (*api).putOwnershipControls,
+	"DeleteBucketOwnershipControls":   (*api).deleteOwnershipControls,
 
 	"PutBucketPolicy":         (*api).putBucketPolicy,
 	"GetBucketPolicy":         (*api).getBucketPolicy,

@@ -365,7 +365,7 @@ func (a *api) postObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	opts, err := postPutOptions(rq, fields)
+	opts, err := a.postPutOptions(rq, fields)
 	if err != nil {
 		return err
 	}
@@ -378,9 +378,9 @@ func (a *api) postObject(rq *request) error {
 
 // postPutOptions reads the fields as PutObject reads its headers, with the
 // same refusals.
-func postPutOptions(rq *request, fields map[string]string) (store.PutOptions, error) {
+func (a *api) postPutOptions(rq *request, fields map[string]string) (store.PutOptions, error) {
 	h := postHeaders(fields)
-	for _, check := range []func(http.Header) error{checkCannedACL, checkWriteFeatures, checkEncryption} {
+	for _, check := range []func(http.Header) error{checkWriteFeatures, checkEncryption} {
 		if err := check(h); err != nil {
 			return store.PutOptions{}, err
 		}
@@ -389,7 +389,16 @@ func postPutOptions(rq *request, fields map[string]string) (store.PutOptions, er
 		return store.PutOptions{}, err
 	}
 	// The fields stand in for PutObject's headers; the size is unknown.
-	return putOptions(&request{r: &http.Request{Header: h}, size: -1}, true)
+	frq := *rq
+	frq.r = &http.Request{Header: h}
+	frq.size = -1
+	acl, err := a.writeACL(&frq)
+	if err != nil {
+		return store.PutOptions{}, err
+	}
+	opts, err := putOptions(&request{r: frq.r, size: -1}, true)
+	opts.Meta.ACL = acl
+	return opts, err
 }
 
 // postAnswer answers a stored POST: a 303 to success_action_redirect (or

@@ -166,9 +166,11 @@ func (s *Store) CopyObject(ctx context.Context, src CopySource, dstBucket, dstKe
 	}
 	opts.ChecksumAlgorithm = alg
 	for attempt := 1; ; attempt++ {
-		o, err := s.copyChecksum(ctx, src, opts)
-		if err != nil {
-			return ObjectInfo{}, err
+		o := opts
+		if opts.Checksum == nil { // given: a metadata rewrite keeping the source's own
+			if o, err = s.copyChecksum(ctx, src, opts); err != nil {
+				return ObjectInfo{}, err
+			}
 		}
 		info, err := s.e.CopyObject(ctx, src, dstBucket, dstKey, o)
 		if errors.Is(err, ErrCopySourceChanged) && attempt < copyChecksumAttempts {

@@ -95,6 +95,24 @@ type ObjectMeta struct {
 	// a repeated CompleteMultipartUpload (an SDK retry after a lost reply)
 	// answer the same result while the object it wrote is still in place.
 	CompletedUpload string `json:"mpu,omitempty"`
+	// ACL is the object's access control list; nil for none given, which
+	// is private to its writer.
+	ACL *ACL `json:"acl,omitempty"`
+}
+
+// ACL is an access control list as S3 has it: an owner's canonical id and
+// grants. The store keeps it as given; s3api parses and evaluates it.
+type ACL struct {
+	Owner  string     `json:"owner"`
+	Grants []ACLGrant `json:"grants,omitempty"`
+}
+
+// ACLGrant grants Permission (FULL_CONTROL, READ, WRITE, READ_ACP,
+// WRITE_ACP) to a canonical id (ID) or to a group (URI).
+type ACLGrant struct {
+	ID         string `json:"id,omitempty"`
+	URI        string `json:"uri,omitempty"`
+	Permission string `json:"perm"`
 }
 
 // Bucket is one bucket.
@@ -412,6 +430,13 @@ const (
 	// BucketConfigPublicAccessBlock is the bucket's Block Public Access
 	// setting; "" records that it was deleted (see s3api).
 	BucketConfigPublicAccessBlock = "public-access-block"
+	// BucketConfigCORS is the bucket's CORS rules (JSON array of CORSRule).
+	BucketConfigCORS = "cors"
+	// BucketConfigACL is the bucket's access control list (JSON of ACL).
+	BucketConfigACL = "acl"
+	// BucketConfigOwnership is the bucket's object ownership setting
+	// (BucketOwnerEnforced, BucketOwnerPreferred, ObjectWriter).
+	BucketConfigOwnership = "ownership"
 )
 
 // BucketConfigStore keeps per-bucket configuration documents, opaque to the

@@ -2,41 +2,24 @@ package embedded
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
-// BucketCors implements protocol.Tx.
-func (t txn) BucketCors(ctx context.Context, bucket string) ([]byte, error) {
-	var doc sql.NullString
-	err := t.q.QueryRowContext(ctx, `SELECT c.rules FROM buckets b
-		LEFT JOIN bucket_cors c ON c.bucket = b.name WHERE b.name = ?`, bucket).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchBucket)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read bucket cors: %w", mapErr(err))
-	}
-	if !doc.Valid {
-		return nil, nil
-	}
-	return []byte(doc.String), nil
+// A bucket's CORS rules are one of its configuration documents.
+
+// PutBucketCors implements store.ObjectStore.
+func (e *Engine) PutBucketCors(ctx context.Context, bucket string, rules []store.CORSRule) error {
+	return protocol.PutBucketCors(ctx, e, bucket, rules)
 }
 
-// SetBucketCors implements protocol.Tx.
-func (t txn) SetBucketCors(ctx context.Context, bucket string, doc []byte) error {
-	var err error
-	if doc == nil {
-		_, err = t.q.ExecContext(ctx, `DELETE FROM bucket_cors WHERE bucket = ?`, bucket)
-	} else {
-		_, err = t.q.ExecContext(ctx, `INSERT INTO bucket_cors (bucket, rules) VALUES (?1, ?2)
-			ON CONFLICT (bucket) DO UPDATE SET rules = excluded.rules`, bucket, string(doc))
-	}
-	if err != nil {
-		return fmt.Errorf("write bucket cors: %w", mapErr(err))
-	}
-	return nil
+// GetBucketCors implements store.ObjectStore.
+func (e *Engine) GetBucketCors(ctx context.Context, bucket string) ([]store.CORSRule, error) {
+	return protocol.GetBucketCors(ctx, e, bucket)
+}
+
+// DeleteBucketCors implements store.ObjectStore.
+func (e *Engine) DeleteBucketCors(ctx context.Context, bucket string) error {
+	return protocol.DeleteBucketCors(ctx, e, bucket)
 }

@@ -34,46 +34,38 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 	return nil
 }
 
-// PutBucketCors implements store.ObjectStore: the rules are kept as one
-// JSON document per bucket, which goes with the bucket.
-func (s *Store) PutBucketCors(ctx context.Context, bucket string, rules []store.CORSRule) error {
+// PutBucketCors is store.ObjectStore's PutBucketCors over the engine's
+// bucket configurations: the rules are one JSON document
+// (store.BucketConfigCORS), which goes with the bucket.
+func PutBucketCors(ctx context.Context, c store.BucketConfigStore, bucket string, rules []store.CORSRule) error {
 	doc, err := json.Marshal(rules)
 	if err != nil {
 		return fmt.Errorf("put bucket cors %q: %w", bucket, err)
 	}
-	return s.setBucketCors(ctx, bucket, doc)
+	return c.PutBucketConfig(ctx, bucket, store.BucketConfigCORS, string(doc))
 }
 
-// DeleteBucketCors implements store.ObjectStore.
-func (s *Store) DeleteBucketCors(ctx context.Context, bucket string) error {
-	return s.setBucketCors(ctx, bucket, nil)
+// DeleteBucketCors is store.ObjectStore's DeleteBucketCors over the
+// engine's bucket configurations (none is no error).
+func DeleteBucketCors(ctx context.Context, c store.BucketConfigStore, bucket string) error {
+	_, err := c.DeleteBucketConfig(ctx, bucket, store.BucketConfigCORS)
+	return err
 }
 
-func (s *Store) setBucketCors(ctx context.Context, bucket string, doc []byte) error {
-	err := s.dialect.Write(ctx, nil, func(tx Tx) error {
-		if err := tx.BucketExists(ctx, bucket); err != nil {
-			return err
-		}
-		return tx.SetBucketCors(ctx, bucket, doc)
-	})
+// GetBucketCors is store.ObjectStore's GetBucketCors over the engine's
+// bucket configurations. It runs on every request that carries an Origin
+// header, so it is the one statement of BucketConfigs.
+func GetBucketCors(ctx context.Context, c store.BucketConfigStore, bucket string) ([]store.CORSRule, error) {
+	cfgs, err := c.BucketConfigs(ctx, bucket)
 	if err != nil {
-		return fmt.Errorf("bucket cors %q: %w", bucket, err)
+		return nil, fmt.Errorf("get bucket cors: %w", err)
 	}
-	return nil
-}
-
-// GetBucketCors implements store.ObjectStore. It runs on every request that
-// carries an Origin header, so it is one autocommit statement.
-func (s *Store) GetBucketCors(ctx context.Context, bucket string) ([]store.CORSRule, error) {
-	doc, err := s.dialect.Autocommit().BucketCors(ctx, bucket)
-	if err != nil {
-		return nil, fmt.Errorf("get bucket cors %q: %w", bucket, err)
-	}
-	if doc == nil {
+	doc, ok := cfgs[store.BucketConfigCORS]
+	if !ok {
 		return nil, fmt.Errorf("bucket %q: %w", bucket, store.ErrNoSuchCORSConfiguration)
 	}
 	var rules []store.CORSRule
-	if err := json.Unmarshal(doc, &rules); err != nil {
+	if err := json.Unmarshal([]byte(doc), &rules); err != nil {
 		return nil, fmt.Errorf("get bucket cors %q: stored document: %w", bucket, err)
 	}
 	return rules, nil
@@ -85,7 +77,8 @@ func (s *Store) GetBucketCors(ctx context.Context, bucket string) ([]store.CORSR
 // configuration's own, smaller limit).
 func CheckBucketConfig(name, value string) error {
 	switch name {
-	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock:
+	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
+		store.BucketConfigACL, store.BucketConfigOwnership:
 	default:
 		return fmt.Errorf("%w: unknown bucket configuration %q", store.ErrInvalidArgument, name)
 	}

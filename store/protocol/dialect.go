@@ -90,12 +90,6 @@ type Tx interface {
 	// DeleteUpload deletes the upload row of bucket/key (its part rows go
 	// with it); deleted is false if there was none.
 	DeleteUpload(ctx context.Context, bucket, key, uploadID string) (deleted bool, err error)
-	// BucketCors reads the bucket's CORS document (nil: none) in one
-	// statement; a missing bucket is store.ErrNoSuchBucket.
-	BucketCors(ctx context.Context, bucket string) ([]byte, error)
-	// SetBucketCors stores the bucket's CORS document, or deletes it when
-	// doc is nil.
-	SetBucketCors(ctx context.Context, bucket string, doc []byte) error
 	// PinRows inserts, inside a write transaction, the pin rows (blob,
 	// owner) of ids expiring ttl from now in database time, or renews those
 	// that have not expired; an expired row is replaced by a fresh one, never
