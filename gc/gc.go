@@ -209,7 +209,7 @@ type Stats struct {
 	// InstancesReaped counts fleet registrations deleted because their
 	// heartbeat expired (ADR 009).
 	InstancesReaped int64
-	PinsReaped           int64 // expired pin rows (ADR 010)
+	PinsReaped      int64 // expired pin rows (ADR 010)
 }
 
 // Add accumulates o into s.
