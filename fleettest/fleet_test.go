@@ -81,6 +81,8 @@ func TestFleet(t *testing.T) {
 			t.Run("MultipartAcrossInstances", func(t *testing.T) { multipartAcross(t, f) })
 			t.Run("Linearizable", func(t *testing.T) { linearizable(t, f) })
 		})
+	}
+	for _, engine := range heavyEngines() {
 		t.Run(engine+"/pgbouncer-rows/Kill9MidStream", func(t *testing.T) { killMidStreamRows(t, startBouncedFleet(t, bin, engine)) })
 	}
 	t.Run("pgchunks/LeaseRounds", func(t *testing.T) { leaseRounds(t, bin) })

@@ -12,8 +12,9 @@
 // through one real pgbouncer in transaction mode, S3GATE_PIN_MODE=rows and
 // S3GATE_DIRECT_DATABASE_URL on PostgreSQL itself (ADR 010).
 //
-// The default run does the per-engine matrix for the cheap tests and one
-// engine (pgchunks) for the 64 MiB, kill and pgbouncer tests; `make
+// The default run does the per-engine matrix for the cheap tests, pgchunks
+// and local for the pgbouncer variant, and one engine (pgchunks) for the
+// 64 MiB and kill tests; `make
 // fleet-soak` (S3GATE_FLEET_SOAK=1) runs every test on every engine, longer.
 package fleettest
 
@@ -59,9 +60,15 @@ func soak() bool { return os.Getenv("S3GATE_FLEET_SOAK") != "" }
 // engines are the large engines of the per-engine matrix.
 var engines = []string{"pgchunks", "pglo", "local"}
 
-// bouncedEngines are the engines of the pgbouncer variant: pgchunks by
-// default, every engine in the soak run.
-func bouncedEngines() []string { return heavyEngines() }
+// bouncedEngines are the engines of the pgbouncer variant's read/write
+// tests: pgchunks and local on shared media by default, every engine in the
+// soak run.
+func bouncedEngines() []string {
+	if soak() {
+		return engines
+	}
+	return []string{"pgchunks", "local"}
+}
 
 // heavyEngines are the engines of the expensive tests: pgchunks by default,
 // every engine in the soak run.
