@@ -74,6 +74,17 @@ func TestFleet(t *testing.T) {
 			t.Run("Linearizable", func(t *testing.T) { linearizable(t, f) })
 		})
 	}
+	for _, engine := range bouncedEngines() {
+		t.Run(engine+"/pgbouncer-rows", func(t *testing.T) {
+			f := startBouncedFleet(t, bin, engine)
+			t.Run("ReadAfterWrite", func(t *testing.T) { readAfterWrite(t, f) })
+			t.Run("MultipartAcrossInstances", func(t *testing.T) { multipartAcross(t, f) })
+			t.Run("Linearizable", func(t *testing.T) { linearizable(t, f) })
+		})
+	}
+	for _, engine := range heavyEngines() {
+		t.Run(engine+"/pgbouncer-rows/Kill9MidStream", func(t *testing.T) { killMidStreamRows(t, startBouncedFleet(t, bin, engine)) })
+	}
 	t.Run("pgchunks/LeaseRounds", func(t *testing.T) { leaseRounds(t, bin) })
 	for _, engine := range heavyEngines() {
 		t.Run(engine+"/Stream64MiBWhileDeleteAndSweep", func(t *testing.T) { streamWhileSweep(t, startFleet(t, bin, engine)) })
@@ -223,27 +234,7 @@ func streamWhileSweep(t *testing.T, f *fleet) {
 // blob and its content and nothing else; A's registration expires after its
 // TTL and the sweeper reaps it.
 func killMidStream(t *testing.T, f *fleet) {
-	ctx := context.Background()
-	a, b := f.insts[0].client(), f.insts[1].client()
-	createBucket(t, a, "kill")
-	keep := payload(1, 2<<20)
-	put(t, b, "kill", "keep", keep)
-	put(t, b, "kill", "victim", payload(2, 16<<20))
-	db := f.pool()
-	id := count(t, db, `SELECT blob_id FROM objects WHERE key = 'victim'`)
-	waitPinRowsExpired(t, db)
-
-	out, err := a.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("kill"), Key: aws.String("victim")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Body.Close()
-	if _, err := io.CopyN(io.Discard, out.Body, 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("kill"), Key: aws.String("victim")}); err != nil {
-		t.Fatal(err)
-	}
+	db, id, keep := streamDeletedVictim(t, f)
 	if n := pinHolders(t, db, id); n != 1 {
 		t.Fatalf("%d sessions pin the streamed blob, want A's one", n)
 	}
@@ -256,12 +247,7 @@ func killMidStream(t *testing.T, f *fleet) {
 	if st.BlobsDeleted != 1 || st.SkippedPinned != 0 || st.SkippedReferenced != 0 {
 		t.Fatalf("sweep after the kill: %+v; want exactly the victim's blob", st)
 	}
-	// Left: keep's blob and its content (2 chunk rows, one large object or
-	// one file, by engine).
-	assertContent(t, f, db, 1, 2)
-	if got, err := readAll(ctx, f.insts[2].client(), "kill", "keep"); err != nil || !bytes.Equal(got, keep) {
-		t.Fatalf("keep on C: %d bytes, %v", len(got), err)
-	}
+	assertOnlyKeepLeft(t, f, db, keep)
 	// A's registration expires after the TTL; the sweeper reaps it.
 	deadline := time.Now().Add(30 * time.Second)
 	for count(t, db, `SELECT count(*) FROM instances WHERE heartbeat_at + ttl < clock_timestamp()`) != 1 {
@@ -276,6 +262,113 @@ func killMidStream(t *testing.T, f *fleet) {
 	if n := count(t, db, `SELECT count(*) FROM instances WHERE pid = ANY($1)`, []int{f.insts[1].pid(), f.insts[2].pid()}); n != 2 ||
 		count(t, db, `SELECT count(*) FROM instances`) != 2 {
 		t.Fatal("the registry does not hold exactly B and C")
+	}
+}
+
+// killMidStreamRows is killMidStream behind pgbouncer with PIN_MODE=rows:
+// A's stream is protected by a pin row owned by A's instance id, renewed
+// every TTL/3 while it streams, not by a session lock, so C's sweep skips the
+// deleted blob for that row alone. Killed with SIGKILL, A stops renewing; its
+// row expires after the TTL (database time), and C's next sweep reaps it and
+// reclaims exactly the victim's blob and its content.
+func killMidStreamRows(t *testing.T, f *fleet) {
+	ctx := context.Background()
+	db, id, keep := streamDeletedVictim(t, f)
+	// A's row pin: one live row owned by A's instance, renewed while A
+	// streams (its expiry moves), and no session lock.
+	var owner string
+	if err := db.QueryRow(ctx, `SELECT id FROM instances WHERE pid = $1`, f.insts[0].pid()).Scan(&owner); err != nil {
+		t.Fatalf("A's registration: %v", err)
+	}
+	livePin := `SELECT count(*) FROM pins WHERE blob_id = $1 AND owner = $2 AND expires_at > clock_timestamp()`
+	expiry := func() (e time.Time) {
+		t.Helper()
+		if err := db.QueryRow(ctx, `SELECT expires_at FROM pins WHERE blob_id = $1 AND owner = $2`, id, owner).Scan(&e); err != nil {
+			t.Fatalf("A's pin row of the streamed blob: %v", err)
+		}
+		return e
+	}
+	first := expiry()
+	deadline := time.Now().Add(10 * time.Second) // hang guard only
+	for !expiry().After(first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's pin row was not renewed while it streams (expires_at stays %v)", first)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := count(t, db, livePin, id, owner); n != 1 {
+		t.Fatalf("%d live pin rows of A for the streamed blob, want 1", n)
+	}
+	if n := pinHolders(t, db, id); n != 0 {
+		t.Fatalf("%d sessions pin the streamed blob in PIN_MODE=rows, want none", n)
+	}
+	// The sweep's candidates exclude a blob with an unexpired pin row (and
+	// the pins foreign key would refuse its DELETE): nothing is collected.
+	if st := sweepAs(t, f, "C"); st.BlobsDeleted != 0 {
+		t.Fatalf("sweep while A streams: %+v; want the victim spared for A's row pin", st)
+	}
+	assertContent(t, f, db, 2, 18) // keep's 2 chunk rows and the victim's 16
+	f.insts[0].kill()
+	// A's row expires after the TTL: nothing renews it any more.
+	deadline = time.Now().Add(30 * time.Second)
+	for count(t, db, livePin, id, owner) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("A's pin row did not expire after A was killed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := count(t, db, `SELECT count(*) FROM pins`); n != 1 {
+		t.Fatalf("%d pin rows before the sweep, want A's expired one alone", n)
+	}
+	st := sweepAs(t, f, "C")
+	if st.BlobsDeleted != 1 || st.SkippedPinned != 0 || st.SkippedReferenced != 0 || st.PinsReaped != 1 {
+		t.Fatalf("sweep after A's pin expired: %+v; want exactly the victim's blob, A's row reaped", st)
+	}
+	if n := count(t, db, `SELECT count(*) FROM pins`); n != 0 {
+		t.Fatalf("%d pin rows left after the sweep, want none", n)
+	}
+	assertOnlyKeepLeft(t, f, db, keep)
+}
+
+// streamDeletedVictim is the scene of the kill tests: B stores "keep" and
+// "victim" (its put pin rows left to expire, so that what protects the victim
+// next is A's GET alone), A streams the victim's first MiB and holds the rest
+// of the stream open (until the test ends), and B deletes the victim. It
+// returns the test's pool, the victim's blob id and keep's bytes.
+func streamDeletedVictim(t *testing.T, f *fleet) (*pgxpool.Pool, int64, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	a, b := f.insts[0].client(), f.insts[1].client()
+	createBucket(t, a, "kill")
+	keep := payload(1, 2<<20)
+	put(t, b, "kill", "keep", keep)
+	put(t, b, "kill", "victim", payload(2, 16<<20))
+	db := f.pool()
+	id := count(t, db, `SELECT blob_id FROM objects WHERE key = 'victim'`)
+	waitPinRowsExpired(t, db)
+
+	out, err := a.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("kill"), Key: aws.String("victim")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = out.Body.Close() })
+	if _, err := io.CopyN(io.Discard, out.Body, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("kill"), Key: aws.String("victim")}); err != nil {
+		t.Fatal(err)
+	}
+	return db, id, keep
+}
+
+// assertOnlyKeepLeft checks what a kill test's last sweep leaves: keep's
+// blob and its content (2 chunk rows, one large object or one file, by
+// engine), keep served byte-exact by C.
+func assertOnlyKeepLeft(t *testing.T, f *fleet, db *pgxpool.Pool, keep []byte) {
+	t.Helper()
+	assertContent(t, f, db, 1, 2)
+	if got, err := readAll(context.Background(), f.insts[2].client(), "kill", "keep"); err != nil || !bytes.Equal(got, keep) {
+		t.Fatalf("keep on C: %d bytes, %v", len(got), err)
 	}
 }
 

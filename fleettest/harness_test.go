@@ -7,9 +7,15 @@
 // kill -9 leaves to GC, one sweeper at a time, and linearizable histories per
 // key (ADR 009).
 //
-// The default run does the per-engine matrix for the cheap tests and one
-// engine (pgchunks) for the 64 MiB and kill tests; `make fleet-soak`
-// (S3GATE_FLEET_SOAK=1) runs every test on every engine, longer.
+// A variant, "<engine>/pgbouncer-rows", runs the read/write, multipart and
+// linearizability tests and a row-pin kill test with the three pools going
+// through one real pgbouncer in transaction mode, S3GATE_PIN_MODE=rows and
+// S3GATE_DIRECT_DATABASE_URL on PostgreSQL itself (ADR 010).
+//
+// The default run does the per-engine matrix for the cheap tests, pgchunks
+// and local for the pgbouncer variant, and one engine (pgchunks) for the
+// 64 MiB and kill tests; `make
+// fleet-soak` (S3GATE_FLEET_SOAK=1) runs every test on every engine, longer.
 package fleettest
 
 import (
@@ -54,6 +60,16 @@ func soak() bool { return os.Getenv("S3GATE_FLEET_SOAK") != "" }
 // engines are the large engines of the per-engine matrix.
 var engines = []string{"pgchunks", "pglo", "local"}
 
+// bouncedEngines are the engines of the pgbouncer variant's read/write
+// tests: pgchunks and local on shared media by default, every engine in the
+// soak run.
+func bouncedEngines() []string {
+	if soak() {
+		return engines
+	}
+	return []string{"pgchunks", "local"}
+}
+
 // heavyEngines are the engines of the expensive tests: pgchunks by default,
 // every engine in the soak run.
 func heavyEngines() []string {
@@ -93,6 +109,7 @@ type fleet struct {
 	engine  string
 	dsn     string
 	dataDir string // the shared media (local engine)
+	bounced string // f.dsn through pgbouncer in transaction mode, or ""
 	insts   []*instance
 }
 
@@ -124,6 +141,18 @@ func newFleet(t *testing.T, engine string) *fleet {
 	return &fleet{t: t, engine: engine, dsn: pgtest.DSN(t), dataDir: filepath.Join(t.TempDir(), "shared")}
 }
 
+// startBouncedFleet is startFleet with every instance's pool going through
+// one pgbouncer in transaction mode (S3GATE_DATABASE_URL) and pinning GETs by
+// rows (S3GATE_PIN_MODE=rows), its advisory-lock sessions (registry, leases,
+// migrations) on PostgreSQL itself (S3GATE_DIRECT_DATABASE_URL): ADR 010.
+func startBouncedFleet(t *testing.T, bin, engine string) *fleet {
+	t.Helper()
+	f := newFleet(t, engine)
+	f.bounced = pgtest.StartPgBouncer(t, f.dsn)
+	f.start(bin)
+	return f
+}
+
 func (f *fleet) start(bin string, extra ...string) {
 	t := f.t
 	t.Helper()
@@ -142,6 +171,10 @@ func (f *fleet) start(bin string, extra ...string) {
 			"S3GATE_GC_INTERVAL=0",              // tests collect when they mean to
 			"S3GATE_DRAIN_TIMEOUT=10s",
 			"S3GATE_LOG_LEVEL=warn",
+		}
+		if f.bounced != "" {
+			env[1] = "S3GATE_DATABASE_URL=" + f.bounced + "&application_name=s3gate-" + name
+			env = append(env, "S3GATE_PIN_MODE=rows", "S3GATE_DIRECT_DATABASE_URL="+f.dsn+"&application_name=s3gate-"+name+"-direct")
 		}
 		if f.engine == "local" {
 			data = f.dataDir // one directory for the three: shared media

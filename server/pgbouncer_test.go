@@ -4,20 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -27,112 +18,9 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/internal/testgw"
-	"github.com/s3gate/s3gate/internal/testreq"
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store/storetest"
 )
-
-// startPgBouncer runs a real pgbouncer in transaction mode on 127.0.0.1 in
-// front of the PostgreSQL of dsn and returns dsn through it. It runs as the
-// postgres user when we are root (pgbouncer refuses root), and stops with t.
-// The pool's start-up parameters that pgbouncer does not forward are
-// ignored here; through a pooler, set them on the server (ALTER ROLE).
-func startPgBouncer(t *testing.T, dsn string) string {
-	t.Helper()
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		testreq.Missing(t, "pgbouncer not installed (Debian package pgbouncer)")
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bport := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	dir, err := os.MkdirTemp("", "pgbouncer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ini := fmt.Sprintf(`[databases]
-* = host=%s port=%s
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-max_client_conn = 400
-default_pool_size = 40
-ignore_startup_parameters = extra_float_digits,statement_timeout,idle_in_transaction_session_timeout
-`, host, port, bport, filepath.Join(dir, "users.txt"))
-	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": `"postgres" ""` + "\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if os.Geteuid() == 0 {
-		pu, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("pgbouncer refuses root, and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.ParseUint(pu.Uid, 10, 32)
-		gid, _ := strconv.ParseUint(pu.Gid, 10, 32)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start pgbouncer: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("pgbouncer log:\n%s", logs.String())
-		}
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(bport))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("pgbouncer exited: %v\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer does not listen on %s: %v\n%s", addr, err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	u.Host = addr
-	return u.String()
-}
 
 // TestPgBouncerRowPins: with S3GATE_PIN_MODE=rows the pool goes through a
 // real pgbouncer in transaction mode (the claim, the pin session and the
@@ -142,7 +30,7 @@ ignore_startup_parameters = extra_float_digits,statement_timeout,idle_in_transac
 // session advisory locks do not survive the pooler.
 func TestPgBouncerRowPins(t *testing.T) {
 	direct := pgtest.DSN(t)
-	bounced := startPgBouncer(t, direct)
+	bounced := pgtest.StartPgBouncer(t, direct)
 
 	t.Run("refused", func(t *testing.T) {
 		for _, tc := range []struct {

@@ -17,7 +17,10 @@ import (
 func InRecovery(ctx context.Context, databaseURL string) (bool, error) {
 	var in bool
 	err := withConn(ctx, databaseURL, func(conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&in)
+		// Simple protocol: asked at start-up of every instance, also through
+		// a transaction pooler (PIN_MODE=rows), where a prepared statement
+		// may already exist on the server connection it lends.
+		return conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`, pgx.QueryExecModeSimpleProtocol).Scan(&in)
 	})
 	if err != nil {
 		return false, fmt.Errorf("pg: recovery state: %w", err)
