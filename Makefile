@@ -105,7 +105,7 @@ bloat:
 FUZZTIME ?= 300000x
 fuzz:
 	@mkdir -p bin
-	@for pkg in ./auth ./s3api ./store; do \
+	@for pkg in ./auth ./policy ./s3api ./store; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg >bin/fuzz.log 2>&1 || { cat bin/fuzz.log; exit 1; }; \
