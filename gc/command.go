@@ -534,5 +534,8 @@ func WriteStats(w io.Writer, st Stats) {
 	if st.InstancesReaped > 0 { // fleet mode only (ADR 009)
 		fmt.Fprintf(w, "; reaped %d expired fleet registrations", st.InstancesReaped)
 	}
+	if st.PinsReaped > 0 { // row pins only (ADR 010)
+		fmt.Fprintf(w, "; reaped %d expired pin rows", st.PinsReaped)
+	}
 	fmt.Fprintln(w)
 }

@@ -101,7 +101,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			log.Log(ctx, lvl, "gc: run done", "blobs", st.BlobsDeleted, "bytes", st.BytesReclaimed,
 				"uploads_aborted", st.UploadsAborted, "orphan_los", st.LargeObjectsUnlinked,
 				"stage_files", st.StageFilesRemoved, "stages", st.StagesReaped, "orphan_files", st.BlobFilesRemoved,
-				"expired_instances", st.InstancesReaped,
+				"expired_instances", st.InstancesReaped, "expired_pins", st.PinsReaped,
 				"skipped_pinned", st.SkippedPinned, "skipped_referenced", st.SkippedReferenced, "skipped_busy", st.SkippedBusy)
 		}
 		select {
@@ -217,5 +217,6 @@ func (r *Runner) collect(ctx context.Context, opts Options) (Stats, error) {
 // have skipped blobs: they are retried next time).
 func (s Stats) reclaimedNothing() bool {
 	return s.BlobsDeleted == 0 && s.UploadsAborted == 0 && s.StagesReaped == 0 &&
-		s.LargeObjectsUnlinked == 0 && s.StageFilesRemoved == 0 && s.BlobFilesRemoved == 0 && s.InstancesReaped == 0
+		s.LargeObjectsUnlinked == 0 && s.StageFilesRemoved == 0 && s.BlobFilesRemoved == 0 && s.InstancesReaped == 0 &&
+		s.PinsReaped == 0
 }
