@@ -110,7 +110,9 @@ const MaxDrainTimeout = 120 * time.Second
 const MetricsOff = "off"
 
 // Load parses the environment (environ in os.Environ form) and then args as
-// flags. The error names the setting that is missing or bad (a SettingError).
+// flags. The error names the setting that is missing or bad (a SettingError),
+// or the bad flag in one line. With -h or -help it writes the settings' flag
+// listing to out and returns flag.ErrHelp.
 func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	var cfg Config
 	opts := env.Options{Prefix: Prefix}
@@ -120,7 +122,9 @@ func Load(args []string, environ []string, out io.Writer) (Config, error) {
 	}
 	vars := env.ToMap(environ)
 	fs := flag.NewFlagSet("s3gate", flag.ContinueOnError)
-	fs.SetOutput(out)
+	// A bad flag is one line in the caller's error, not the flag package's
+	// dump of every setting (each command's --help lists them).
+	fs.Usage = func() {}
 	set := map[string]*string{}
 	for _, p := range params {
 		usage := fmt.Sprintf("%s (env %s, default %q)", helpOf(p.Key), p.Key, p.DefaultValue)
@@ -132,8 +136,14 @@ func Load(args []string, environ []string, out io.Writer) (Config, error) {
 		}
 		set[p.Key] = fs.String(flagName(p.OwnKey), "", usage)
 	}
+	fs.SetOutput(io.Discard) // the error is returned, not printed
 	if err := fs.Parse(args); err != nil {
-		return cfg, err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return cfg, err
+		}
+		return cfg, fmt.Errorf("%w (--help lists the settings)", err)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		key := Prefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

@@ -180,3 +180,21 @@ func TestBoolFlags(t *testing.T) {
 		t.Error("IsBoolFlag")
 	}
 }
+
+// TestBadFlagOneLine: a flag Load does not know is one line in the error,
+// with nothing written (before, the flag package dumped every setting).
+func TestBadFlagOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus (--help lists the settings)"},
+		{[]string{"-addr"}, "flag needs an argument: -addr (--help lists the settings)"},
+	} {
+		var out strings.Builder
+		_, err := Load(tc.args, nil, &out)
+		if err == nil || err.Error() != tc.want || out.Len() != 0 {
+			t.Errorf("Load(%q) = %v, wrote %q; want %q and nothing written", tc.args, err, out.String(), tc.want)
+		}
+	}
+}
