@@ -26,6 +26,9 @@ func TestTagging(t *testing.T) {
 		t.Run("Objects", func(t *testing.T) { testObjectTagging(t, cl) })
 		t.Run("Bucket", func(t *testing.T) { testBucketTagging(t, cl) })
 		t.Run("Limits", func(t *testing.T) { testTagLimits(t, cl) })
+		if !testgw.External() { // creates an access key with s3gate admin
+			t.Run("Authorization", func(t *testing.T) { testTaggingAccess(t, gw, cl) })
+		}
 		if c.Engine == testgw.Embedded { // the cli's requests do not depend on the engine
 			t.Run("AWSCLI", func(t *testing.T) { testTaggingCLI(t, gw, cl) })
 		}
@@ -228,4 +231,24 @@ func testTaggingCLI(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 		t.Fatalf("get-object-tagging: %s", out)
 	}
 	wantObjectTags(t, cl, b, "k", "env=prod")
+}
+
+// testTaggingAccess: a key allowed s3:PutObject alone may write untagged
+// objects only; tags need s3:PutObjectTagging, as on AWS.
+func testTaggingAccess(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
+	ctx := testCtx(t, time.Minute)
+	b := mustBucket(t, root, "tagacc")
+	ak, sk := createKey(t, gw, "TAGGER"+strings.ToUpper(b[len(b)-8:]), fmt.Sprintf(
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::%s/*"}]}`, b))
+	up := sdkClientWithKeys(t, gw, ak, sk)
+	if _, err := up.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("plain"), Body: strings.NewReader("a")}); err != nil {
+		t.Fatalf("PutObject without tags: %v", err)
+	}
+	_, err := up.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("tagged"), Body: strings.NewReader("a"), Tagging: aws.String("a=b")})
+	wantAPIError(t, err, "AccessDenied")
+	objectAbsent(t, root, b, "tagged")
+	_, err = up.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(b), Key: aws.String("plain"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("a"), Value: aws.String("b")}}}})
+	wantAPIError(t, err, "AccessDenied")
+	wantObjectTags(t, root, b, "plain")
 }

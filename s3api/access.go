@@ -147,6 +147,9 @@ func (ac *access) authorize(rq *request) error {
 		return nil // decided per key (allowKey)
 	}
 	err = g.decide(rq.op, rq.bucket, rq.key)
+	if err == nil && rq.r.Header.Get("x-amz-tagging") != "" && slices.Contains(taggingOps, rq.op) {
+		err = g.decide("PutObjectTagging", rq.bucket, rq.key) // as AWS: tags on a write need their own action
+	}
 	if err != nil && rq.anonymous && missing {
 		// AWS tells anyone that a bucket does not exist.
 		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
@@ -342,6 +345,10 @@ var publicGrantees = []string{"http://acs.amazonaws.com/groups/global/AllUsers",
 // aclOps are the operations on an existing bucket whose headers may set an
 // ACL (CreateBucket's is its own: the bucket has no setting yet).
 var aclOps = []string{"PutObject", "CopyObject", "CreateMultipartUpload", "PutObjectAcl", "PutBucketAcl", "PostObject"}
+
+// taggingOps are the writes whose x-amz-tagging also needs
+// s3:PutObjectTagging.
+var taggingOps = []string{"PutObject", "CopyObject", "CreateMultipartUpload", "PostObject"}
 
 // checkPublicACL refuses a public ACL in the headers of a request on a
 // bucket whose BlockPublicAcls is set, AccessDenied as on AWS (without it
