@@ -239,7 +239,8 @@ func testTaggingAccess(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 	ctx := testCtx(t, time.Minute)
 	b := mustBucket(t, root, "tagacc")
 	ak, sk := createKey(t, gw, "TAGGER"+strings.ToUpper(b[len(b)-8:]), fmt.Sprintf(
-		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::%s/*"}]}`, b))
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:PutObject","Resource":"arn:aws:s3:::%[1]s/*"},
+		{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::%[1]s/*","Condition":{"StringEquals":{"s3:ExistingObjectTag/Team":"blue"}}}]}`, b))
 	up := sdkClientWithKeys(t, gw, ak, sk)
 	if _, err := up.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("plain"), Body: strings.NewReader("a")}); err != nil {
 		t.Fatalf("PutObject without tags: %v", err)
@@ -251,4 +252,17 @@ func testTaggingAccess(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("a"), Value: aws.String("b")}}}})
 	wantAPIError(t, err, "AccessDenied")
 	wantObjectTags(t, root, b, "plain")
+	// s3:ExistingObjectTag reads the object's tags: only the blue object is readable.
+	for k, tags := range map[string]string{"blue": "Team=blue", "red": "Team=red"} {
+		if _, err := root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(k), Body: strings.NewReader(k), Tagging: aws.String(tags)}); err != nil {
+			t.Fatalf("PutObject %s: %v", k, err)
+		}
+	}
+	if got := getString(t, up, b, "blue"); got != "blue" {
+		t.Fatalf("GET blue = %q", got)
+	}
+	for _, k := range []string{"red", "plain"} {
+		_, err = up.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b), Key: aws.String(k)})
+		wantAPIError(t, err, "AccessDenied")
+	}
 }

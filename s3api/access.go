@@ -139,6 +139,9 @@ func (ac *access) authorize(rq *request) error {
 	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
 		return err
 	}
+	if err := ac.existingTags(ctx, rq, g); err != nil {
+		return err
+	}
 	rq.decision = g
 	if rq.op == "DeleteObjects" {
 		if rq.anonymous && missing {
@@ -209,6 +212,29 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 		return info.Meta.ACL, nil
 	}
 	return missing, nil
+}
+
+// existingTags fills s3:ExistingObjectTag/<key> with the tags of rq's
+// object, read only when a policy of the decision names such a key.
+func (ac *access) existingTags(ctx context.Context, rq *request, g *decision) error {
+	uses := func(p *iam.Policy) bool { return p != nil && p.UsesExistingObjectTag() }
+	if rq.key == "" || (!uses(g.idPolicy) && !uses(g.bucket)) {
+		return nil
+	}
+	info, _, rd, err := ac.st.GetObject(ctx, rq.bucket, rq.key, store.GetOptions{}, true)
+	if rd != nil {
+		_ = rd.Close() // head=true opens nothing
+	}
+	if errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
+		return nil // no object, no tags: the handler answers
+	}
+	if err != nil {
+		return fmt.Errorf("tags of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	for _, t := range info.Meta.Tags {
+		g.context[iam.ExistingObjectTagPrefix+strings.ToLower(t.Key)] = []string{t.Value}
+	}
+	return nil
 }
 
 // shortcuts applies a key's bucket list and read-only flag, which bound
