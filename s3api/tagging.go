@@ -22,8 +22,9 @@ const (
 )
 
 var (
-	errInvalidTag = &apiError{"InvalidTag", http.StatusBadRequest, "The TagKey you have provided is invalid"}
-	errBadTagging = errInvalidArgument.withMessage("The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.")
+	errInvalidTag        = &apiError{"InvalidTag", http.StatusBadRequest, "The TagKey you have provided is invalid"}
+	errTooManyObjectTags = &apiError{"BadRequest", http.StatusBadRequest, "Object tags cannot be greater than 10"}
+	errBadTagging        = errInvalidArgument.withMessage("The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.")
 )
 
 // taggingXML is the Tagging document of Put/GetObjectTagging and
@@ -45,7 +46,7 @@ func checkTags(tags []store.Tag, limit int) error {
 		if limit == maxBucketTags {
 			return errInvalidTag.withMessage("Bucket tag count cannot be greater than 50")
 		}
-		return errInvalidTag.withMessage("Object tags cannot be greater than 10")
+		return errTooManyObjectTags // BadRequest, not InvalidTag: what AWS answers
 	}
 	seen := make(map[string]bool, len(tags))
 	for _, t := range tags {
@@ -68,14 +69,15 @@ func checkTags(tags []store.Tag, limit int) error {
 	return nil
 }
 
-// tagChars reports whether s holds only what S3 allows in tags: letters,
-// digits, spaces and + - = . _ : / @.
+// tagChars reports whether s holds only what S3 allows in tags (its
+// pattern [\p{L}\p{Z}\p{N}_.:/=+\-@]): letters, digits, spaces and
+// + - = . _ : / @.
 func tagChars(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.IsSpace(r) && !strings.ContainsRune("+-=._:/@", r) {
+		if !unicode.In(r, unicode.L, unicode.Z, unicode.N) && !strings.ContainsRune("+-=._:/@", r) {
 			return false
 		}
 	}
@@ -110,10 +112,13 @@ func parseTaggingHeader(h http.Header) ([]store.Tag, error) {
 	}
 	var tags []store.Tag
 	for _, pair := range strings.Split(v, "&") {
+		if pair == "" {
+			continue // "a=1&&b=2" and "&" are accepted, as by AWS
+		}
 		k, val, _ := strings.Cut(pair, "=")
 		dk, err1 := url.QueryUnescape(k)
 		dv, err2 := url.QueryUnescape(val)
-		if err1 != nil || err2 != nil {
+		if err1 != nil || err2 != nil || dk == "" {
 			return nil, errBadTagging
 		}
 		for _, t := range tags {
