@@ -433,7 +433,7 @@ func eaUnhonoured(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 		name, code string
 		call       func() error
 	}{
-		{"PutObject tagging", "NotImplemented", func() error { return put(func(in *s3.PutObjectInput) { in.Tagging = aws.String("a=b") }) }},
+		{"PutObject tagging aws:", "InvalidTag", func() error { return put(func(in *s3.PutObjectInput) { in.Tagging = aws.String("aws:a=b") }) }},
 		{"PutObject website redirect", "NotImplemented", func() error {
 			return put(func(in *s3.PutObjectInput) { in.WebsiteRedirectLocation = aws.String("/elsewhere") })
 		}},
@@ -444,17 +444,17 @@ func eaUnhonoured(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 		{"PutObject If-None-Match etag", "NotImplemented", func() error {
 			return put(func(in *s3.PutObjectInput) { in.IfNoneMatch = aws.String(`"0123456789abcdef0123456789abcdef"`) })
 		}},
-		{"CreateMultipartUpload tagging", "NotImplemented", func() error {
-			_, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("k"), Tagging: aws.String("a=b")})
+		{"CreateMultipartUpload tagging duplicate", "InvalidArgument", func() error {
+			_, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("k"), Tagging: aws.String("a=b&a=c")})
 			return err
 		}},
 		{"CreateMultipartUpload storage class", "InvalidStorageClass", func() error {
 			_, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("k"), StorageClass: types.StorageClassStandardIa})
 			return err
 		}},
-		{"CopyObject tagging REPLACE", "NotImplemented", func() error {
+		{"CopyObject tagging REPLACE bad key", "InvalidTag", func() error {
 			_, err := cl.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), CopySource: aws.String(bucket + "/src"),
-				TaggingDirective: types.TaggingDirectiveReplace, Tagging: aws.String("a=b")})
+				TaggingDirective: types.TaggingDirectiveReplace, Tagging: aws.String("a%2A=b")})
 			return err
 		}},
 		{"CopyObject REPLACE metadata over 2 KB", "MetadataTooLarge", func() error {
@@ -468,7 +468,7 @@ func eaUnhonoured(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 			objectAbsent(t, cl, bucket, "k")
 		})
 	}
-	// What matches what s3gate does is accepted: STANDARD, no tags on a copy.
+	// What matches what s3gate does is accepted: STANDARD, a copy's tagging COPY.
 	if err := put(func(in *s3.PutObjectInput) { in.StorageClass = types.StorageClassStandard }); err != nil {
 		t.Fatalf("PutObject STANDARD: %v", err)
 	}

@@ -10,10 +10,10 @@ import (
 )
 
 // Keys are the condition keys s3gate fills in (lower case): the request's
-// values, or absent. s3:ExistingObjectTag/<tag> is accepted and always
-// absent: s3gate stores no tags, so a StringEquals on it never matches and a
-// StringNotEquals (or an ...IfExists) always does, as AWS evaluates a key a
-// request lacks.
+// values, or absent. s3:ExistingObjectTag/<tag> is filled with the object's
+// tags by the caller (UsesExistingObjectTag) and absent for an untagged
+// object, so that a StringEquals on it does not match and a StringNotEquals
+// (or an ...IfExists) does, as AWS evaluates a key a request lacks.
 var Keys = map[string]bool{
 	"aws:securetransport": true, "aws:sourceip": true, "aws:referer": true,
 	"aws:username": true, "aws:userid": true, "aws:currenttime": true, "aws:epochtime": true,
@@ -22,8 +22,22 @@ var Keys = map[string]bool{
 	"s3:authtype": true, "s3:signatureversion": true, "s3:x-amz-content-sha256": true,
 }
 
-// ExistingObjectTagPrefix starts the tag keys (always absent here).
+// ExistingObjectTagPrefix starts the tag keys; the tag's key follows, lower
+// case (condition keys are compared folded).
 const ExistingObjectTagPrefix = "s3:existingobjecttag/"
+
+// UsesExistingObjectTag reports whether a condition of p reads the object's
+// tags, so that a caller reads them only when they matter.
+func (p *Policy) UsesExistingObjectTag() bool {
+	for _, st := range p.Statements {
+		for _, c := range st.Conditions {
+			if strings.HasPrefix(c.Key, ExistingObjectTagPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Condition is one (operator, key, values) test of a Condition block.
 type Condition struct {

@@ -347,3 +347,20 @@ func TestEveryOperationHasAKnownAction(t *testing.T) {
 		}
 	}
 }
+
+func TestUsesExistingObjectTag(t *testing.T) {
+	for block, want := range map[string]bool{
+		`{"StringEquals":{"s3:ExistingObjectTag/Team":"blue"}}`: true,
+		`{"StringEquals":{"s3:prefix":"a/"}}`:                   false,
+		`{}`:                                                    false,
+	} {
+		doc := `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":` + block + `}]}`
+		p, err := Parse([]byte(doc), Bucket, "b")
+		if err != nil {
+			t.Fatalf("Parse %s: %v", block, err)
+		}
+		if got := p.UsesExistingObjectTag(); got != want {
+			t.Errorf("UsesExistingObjectTag(%s) = %v, want %v", block, got, want)
+		}
+	}
+}

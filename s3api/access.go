@@ -139,6 +139,9 @@ func (ac *access) authorize(rq *request) error {
 	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
 		return err
 	}
+	if err := ac.existingTags(ctx, rq, g); err != nil {
+		return err
+	}
 	rq.decision = g
 	if rq.op == "DeleteObjects" {
 		if rq.anonymous && missing {
@@ -147,6 +150,9 @@ func (ac *access) authorize(rq *request) error {
 		return nil // decided per key (allowKey)
 	}
 	err = g.decide(rq.op, rq.bucket, rq.key)
+	if err == nil && rq.r.Header.Get("x-amz-tagging") != "" && slices.Contains(taggingOps, rq.op) {
+		err = g.decide("PutObjectTagging", rq.bucket, rq.key) // as AWS: tags on a write need their own action
+	}
 	if err != nil && rq.anonymous && missing {
 		// AWS tells anyone that a bucket does not exist.
 		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
@@ -206,6 +212,29 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 		return info.Meta.ACL, nil
 	}
 	return missing, nil
+}
+
+// existingTags fills s3:ExistingObjectTag/<key> with the tags of rq's
+// object, read only when a policy of the decision names such a key.
+func (ac *access) existingTags(ctx context.Context, rq *request, g *decision) error {
+	uses := func(p *iam.Policy) bool { return p != nil && p.UsesExistingObjectTag() }
+	if rq.key == "" || (!uses(g.idPolicy) && !uses(g.bucket)) {
+		return nil
+	}
+	info, _, rd, err := ac.st.GetObject(ctx, rq.bucket, rq.key, store.GetOptions{}, true)
+	if rd != nil {
+		_ = rd.Close() // head=true opens nothing
+	}
+	if errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
+		return nil // no object, no tags: the handler answers
+	}
+	if err != nil {
+		return fmt.Errorf("tags of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	for _, t := range info.Meta.Tags {
+		g.context[iam.ExistingObjectTagPrefix+strings.ToLower(t.Key)] = []string{t.Value}
+	}
+	return nil
 }
 
 // shortcuts applies a key's bucket list and read-only flag, which bound
@@ -342,6 +371,10 @@ var publicGrantees = []string{"http://acs.amazonaws.com/groups/global/AllUsers",
 // aclOps are the operations on an existing bucket whose headers may set an
 // ACL (CreateBucket's is its own: the bucket has no setting yet).
 var aclOps = []string{"PutObject", "CopyObject", "CreateMultipartUpload", "PutObjectAcl", "PutBucketAcl", "PostObject"}
+
+// taggingOps are the writes whose x-amz-tagging also needs
+// s3:PutObjectTagging.
+var taggingOps = []string{"PutObject", "CopyObject", "CreateMultipartUpload", "PostObject"}
 
 // checkPublicACL refuses a public ACL in the headers of a request on a
 // bucket whose BlockPublicAcls is set, AccessDenied as on AWS (without it

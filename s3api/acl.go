@@ -330,14 +330,18 @@ func (a *api) writeACL(rq *request) (*store.ACL, error) {
 }
 
 // copyACL gives a copy the ACL of its request (nil: private to the
-// writer), never its source's. Under the COPY directive the source's
-// metadata is read here and given whole, with that ACL, conditional on the
-// ETag read (a source overwritten in between fails the copy:
-// PreconditionFailed).
-func (a *api) copyACL(rq *request, src *store.CopySource, opts *store.CopyOptions, acl *store.ACL) error {
+// writer), never its source's, and the tags of its request under
+// x-amz-tagging-directive REPLACE (tags non-nil), else its source's. When
+// the source's metadata is needed it is read here and given, with that ACL,
+// conditional on the ETag read (a source overwritten in between fails the
+// copy: PreconditionFailed).
+func (a *api) copyACL(rq *request, src *store.CopySource, opts *store.CopyOptions, acl *store.ACL, tags []store.Tag) error {
 	if opts.ReplaceMeta {
 		opts.Meta.ACL = acl
-		return nil
+		if tags != nil {
+			opts.Meta.Tags = tags
+			return nil
+		}
 	}
 	info, _, rd, err := a.st.GetObject(rq.ctx, src.Bucket, src.Key, store.GetOptions{}, true)
 	if rd != nil {
@@ -348,11 +352,17 @@ func (a *api) copyACL(rq *request, src *store.CopySource, opts *store.CopyOption
 		return nil // the copy answers it, after its own checks
 	case err != nil:
 		return fmt.Errorf("copy source %q/%q: %w", src.Bucket, src.Key, err)
-	case info.Meta.ACL == nil && acl == nil:
+	case !opts.ReplaceMeta && info.Meta.ACL == nil && acl == nil && tags == nil:
 		return nil
 	}
-	opts.ReplaceMeta, opts.Meta = true, info.Meta
-	opts.Meta.ACL = acl
+	if !opts.ReplaceMeta {
+		opts.ReplaceMeta, opts.Meta = true, info.Meta
+		opts.Meta.ACL = acl
+	}
+	opts.Meta.Tags = info.Meta.Tags
+	if tags != nil {
+		opts.Meta.Tags = tags
+	}
 	if src.Cond.IfMatch == "" {
 		src.Cond.IfMatch = info.ETag // the client's own If-Match already pins the source
 	}

@@ -36,6 +36,8 @@ func TestOperationAccess(t *testing.T) {
 
 		"CreateBucket": AccessWrite, "DeleteBucket": AccessWrite, "DeleteObjects": AccessWrite,
 		"PutBucketAcl": AccessWrite, "PutObjectAcl": AccessWrite, "PutObject": AccessWrite,
+		"PutObjectTagging": AccessWrite, "DeleteObjectTagging": AccessWrite,
+		"PutBucketTagging": AccessWrite, "DeleteBucketTagging": AccessWrite,
 		"DeleteObject": AccessWrite, "CopyObject": AccessWrite, "CreateMultipartUpload": AccessWrite,
 		"UploadPart": AccessWrite, "UploadPartCopy": AccessWrite, "CompleteMultipartUpload": AccessWrite,
 		"AbortMultipartUpload": AccessWrite, "PutBucketPolicy": AccessWrite, "DeleteBucketPolicy": AccessWrite,

@@ -354,10 +354,7 @@ func (a *api) getObjectACL(rq *request) error {
 	return writeXML(rq, aclXML(acl, ownerOf(rq).ID))
 }
 
-// putObjectACL replaces the object's ACL in its metadata: a metadata-only
-// copy of the object onto itself keeping its checksum, conditional on the
-// ETag it read, so that an overwrite in between is not given the old
-// object's metadata (it answers PreconditionFailed instead).
+// putObjectACL replaces the object's ACL in its metadata (rewriteMeta).
 func (a *api) putObjectACL(rq *request) error {
 	if err := checkVersionID(rq); err != nil {
 		return err
@@ -388,27 +385,23 @@ func (a *api) putObjectACL(rq *request) error {
 	}
 	meta := info.Meta
 	meta.ACL = acl
-	ck := info.Checksum
-	_, err = a.st.CopyObject(rq.ctx, store.CopySource{Bucket: rq.bucket, Key: rq.key, Cond: store.Conditions{IfMatch: info.ETag}}, rq.bucket, rq.key,
-		store.CopyOptions{ReplaceMeta: true, Meta: meta, StorageClass: meta.StorageClass, Checksum: &ck})
-	if err != nil {
-		return fmt.Errorf("put object acl %q/%q: %w", rq.bucket, rq.key, err)
+	if err := a.rewriteMeta(rq, info, meta); err != nil {
+		return err
 	}
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }
 
-type tagging struct {
-	XMLName xml.Name `xml:"Tagging"`
-	NS      string   `xml:"xmlns,attr"`
-	TagSet  struct{} `xml:"TagSet"`
-}
-
-// getObjectTagging answers an empty tag set: objects never carry tags here,
-// and copy tools read tags before copying.
-func (a *api) getObjectTagging(rq *request) error {
-	if _, err := a.headObject(rq); err != nil {
-		return err
+// rewriteMeta gives the object info read its new metadata (ACL, tags): a
+// metadata-only copy onto itself keeping its checksum, conditional on the
+// ETag read, so that an overwrite in between is not given the old object's
+// metadata (it answers PreconditionFailed instead).
+func (a *api) rewriteMeta(rq *request, info store.ObjectInfo, meta store.ObjectMeta) error {
+	ck := info.Checksum
+	_, err := a.st.CopyObject(rq.ctx, store.CopySource{Bucket: rq.bucket, Key: rq.key, Cond: store.Conditions{IfMatch: info.ETag}}, rq.bucket, rq.key,
+		store.CopyOptions{ReplaceMeta: true, Meta: meta, StorageClass: meta.StorageClass, Checksum: &ck})
+	if err != nil {
+		return fmt.Errorf("%s %q/%q: %w", rq.op, rq.bucket, rq.key, err)
 	}
-	return writeXML(rq, tagging{NS: s3NS})
+	return nil
 }

@@ -132,8 +132,8 @@ func TestSubresources(t *testing.T) {
 		{"GET", "/bkt?logging", nil, 501, "NotImplemented", ""},
 		{"GET", "/bkt?versions", nil, 200, "", "<VersionId>null</VersionId>"},
 		{"GET", "/bkt?analytics", nil, 501, "NotImplemented", ""},
-		{"POST", "/bkt", nil, 412, "PreconditionFailed", ""}, // POST Object wants a form
-		{"PUT", "/bkt/obj?tagging", nil, 501, "NotImplemented", ""},
+		{"POST", "/bkt", nil, 412, "PreconditionFailed", ""},      // POST Object wants a form
+		{"PUT", "/bkt/obj?tagging", nil, 400, "MalformedXML", ""}, // no Tagging body
 		{"GET", "/bkt/obj?retention", nil, 400, "InvalidRequest", ""},
 		{"PUT", "/bkt/obj?legal-hold", nil, 501, "NotImplemented", ""},
 		{"POST", "/bkt/obj?restore", nil, 501, "NotImplemented", ""},

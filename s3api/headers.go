@@ -178,6 +178,9 @@ func parseMeta(h http.Header) (store.ObjectMeta, error) {
 	if m.StorageClass, err = parseStorageClass(h); err != nil {
 		return m, err
 	}
+	if m.Tags, err = parseTaggingHeader(h); err != nil {
+		return m, err
+	}
 	size := 0
 	for name, vals := range h {
 		lname := strings.ToLower(name)
@@ -328,6 +331,9 @@ func setObjectHeaders(rq *request, info store.ObjectInfo) {
 		if kv.v != "" {
 			h.Set(kv.k, kv.v)
 		}
+	}
+	if n := len(info.Meta.Tags); n > 0 {
+		h.Set("x-amz-tagging-count", strconv.Itoa(n))
 	}
 	for k, v := range info.Meta.User {
 		// Set directly: Header.Set would canonicalise the name (X-Amz-Meta-Origin),

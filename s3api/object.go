@@ -247,7 +247,8 @@ func (a *api) copyObject(rq *request) error {
 	if err := checkWriteFeatures(h); err != nil {
 		return err
 	}
-	if err := checkTaggingDirective(h); err != nil {
+	tags, err := copyTags(h)
+	if err != nil {
 		return err
 	}
 	src, err := parseCopySource(h)
@@ -281,7 +282,7 @@ func (a *api) copyObject(rq *request) error {
 	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("x-amz-storage-class") == "" {
 		return errSelfCopy
 	}
-	if err := a.copyACL(rq, &src, &opts, acl); err != nil {
+	if err := a.copyACL(rq, &src, &opts, acl, tags); err != nil {
 		return err
 	}
 	info, err := a.st.CopyObject(rq.ctx, src, rq.bucket, rq.key, opts)

@@ -303,7 +303,7 @@ func postHeaders(fields map[string]string) http.Header {
 		case name == "acl":
 			h.Set("x-amz-acl", v)
 		case name == "tagging":
-			h.Set("x-amz-tagging", v)
+			h.Set("x-amz-tagging", postTagging(v))
 		case strings.HasPrefix(name, "x-amz-"), name == "content-type", name == "cache-control",
 			name == "content-disposition", name == "content-encoding", name == "content-language", name == "expires":
 			h[textproto.CanonicalMIMEHeaderKey(name)] = []string{v}

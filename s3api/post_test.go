@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/store"
 )
 
 // VerifyPost makes fakeAuth a PostVerifier: x-amz-signature "good:AK"
@@ -63,6 +65,24 @@ func postForm(t *testing.T, fields [][2]string, file string) (body, contentType 
 	return b.String(), mw.FormDataContentType()
 }
 
+const (
+	postTagDoc    = "<Tagging><TagSet><Tag><Key>a b</Key><Value>c/d</Value></Tag></TagSet></Tagging>"
+	postTagDocAWS = "<Tagging><TagSet><Tag><Key>aws:a</Key><Value>c</Value></Tag></TagSet></Tagging>"
+)
+
+func TestPostTagging(t *testing.T) {
+	for doc, want := range map[string]string{
+		postTagDoc:                     "a+b=c%2Fd",
+		"<Tagging><TagSet/></Tagging>": "",
+		"a=b":                          "%",
+		"<Tagging><TagSet><Tag><Key>k</Key></Tag></TagSet></Tagging>": "%",
+	} {
+		if got := postTagging(doc); got != want {
+			t.Errorf("postTagging(%q) = %q, want %q", doc, got, want)
+		}
+	}
+}
+
 func TestPostObjectHandler(t *testing.T) {
 	later := time.Now().Add(time.Hour)
 	good := func(extra ...[2]string) [][2]string {
@@ -105,6 +125,12 @@ func TestPostObjectHandler(t *testing.T) {
 			{"x-amz-signature", "good:AKTEST"}}, "data", "", "", 400, "InvalidPolicyDocument", "", ""},
 		{"encryption refused", [][2]string{{"key", "k"}, {"policy", postPolicyB64(t, later, map[string]string{"x-amz-server-side-encryption": "AES256"})},
 			{"x-amz-signature", "good:AKTEST"}, {"x-amz-server-side-encryption", "AES256"}}, "data", "", "", 501, "NotImplemented", "", ""},
+		{"tagging", [][2]string{{"key", "k"}, {"policy", postPolicyB64(t, later, map[string]string{"tagging": postTagDoc})},
+			{"x-amz-signature", "good:AKTEST"}, {"tagging", postTagDoc}}, "data", "", "", 204, "", "", "k"},
+		{"tagging not XML", [][2]string{{"key", "k"}, {"policy", postPolicyB64(t, later, map[string]string{"tagging": "a=b"})},
+			{"x-amz-signature", "good:AKTEST"}, {"tagging", "a=b"}}, "data", "", "", 400, "InvalidArgument", "", ""},
+		{"tagging aws:", [][2]string{{"key", "k"}, {"policy", postPolicyB64(t, later, map[string]string{"tagging": postTagDocAWS})},
+			{"x-amz-signature", "good:AKTEST"}, {"tagging", postTagDocAWS}}, "data", "", "", 400, "InvalidTag", "", ""},
 		{"content-length-range as strings", [][2]string{{"key", "k"}, {"policy", postPolicyB64(t, later, []any{"content-length-range", "1", "3"})},
 			{"x-amz-signature", "good:AKTEST"}}, "data", "", "", 400, "EntityTooLarge", "", ""},
 	}
@@ -130,7 +156,14 @@ func TestPostObjectHandler(t *testing.T) {
 			}
 			e.st.mu.Lock()
 			n := len(e.st.objects["bkt"])
+			var tags []store.Tag
+			if o := e.st.objects["bkt"]["k"]; o != nil {
+				tags = o.info.Meta.Tags
+			}
 			e.st.mu.Unlock()
+			if tt.name == "tagging" && !slices.Equal(tags, []store.Tag{{Key: "a b", Value: "c/d"}}) {
+				t.Fatalf("tags stored = %v", tags)
+			}
 			if (tt.stored != "") != (n == 1) {
 				t.Fatalf("%d objects stored, want the key %q", n, tt.stored)
 			}

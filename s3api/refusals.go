@@ -82,16 +82,13 @@ func checkEncryption(h http.Header) error {
 
 // checkWriteFeatures refuses the headers of PutObject, CopyObject and
 // CreateMultipartUpload that would change what is stored in ways s3gate
-// does not honour: Object Lock, tags, website redirects. (Storage classes
+// does not honour: Object Lock, website redirects. (Storage classes
 // are read, and refused, with the metadata: parseStorageClass.)
 func checkWriteFeatures(h http.Header) error {
 	for _, name := range []string{"x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold"} {
 		if _, ok := h[http.CanonicalHeaderKey(name)]; ok {
 			return errNoObjectLock
 		}
-	}
-	if h.Get("x-amz-tagging") != "" {
-		return errNotImplemented.withMessage("Object tagging (x-amz-tagging) is not supported: s3gate stores no tags.")
 	}
 	if h.Get("x-amz-website-redirect-location") != "" {
 		return errNotImplemented.withMessage("x-amz-website-redirect-location is not supported: s3gate serves no website endpoints.")
@@ -118,16 +115,24 @@ func checkDeleteConditions(h http.Header) error {
 	return nil
 }
 
-// checkTaggingDirective reads CopyObject's x-amz-tagging-directive: COPY
-// (the default; sources carry no tags here) and REPLACE without tags keep
-// the destination untagged, which is what s3gate does; REPLACE with tags is
-// refused by checkWriteFeatures.
-func checkTaggingDirective(h http.Header) error {
+// copyTags reads CopyObject's x-amz-tagging-directive: COPY (the default:
+// the source's tags, nil here) or REPLACE (the request's x-amz-tagging,
+// none being an empty set).
+func copyTags(h http.Header) ([]store.Tag, error) {
 	switch strings.ToUpper(h.Get("x-amz-tagging-directive")) {
-	case "", "COPY", "REPLACE":
-		return nil
+	case "", "COPY":
+		if _, err := parseTaggingHeader(h); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	case "REPLACE":
+		tags, err := parseTaggingHeader(h)
+		if tags == nil {
+			tags = []store.Tag{}
+		}
+		return tags, err
 	default:
-		return errInvalidArgument.withMessage("Unknown tagging directive.")
+		return nil, errInvalidArgument.withMessage("Unknown tagging directive.")
 	}
 }
 

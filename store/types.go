@@ -98,6 +98,15 @@ type ObjectMeta struct {
 	// ACL is the object's access control list; nil for none given, which
 	// is private to its writer.
 	ACL *ACL `json:"acl,omitempty"`
+	// Tags are the object's tags in the order given (at most 10, keys
+	// unique; s3api checks S3's limits).
+	Tags []Tag `json:"tags,omitempty"`
+}
+
+// Tag is one key/value tag of an object or a bucket.
+type Tag struct {
+	Key   string `json:"k"`
+	Value string `json:"v"`
 }
 
 // ACL is an access control list as S3 has it: an owner's canonical id and
@@ -437,6 +446,8 @@ const (
 	// BucketConfigOwnership is the bucket's object ownership setting
 	// (BucketOwnerEnforced, BucketOwnerPreferred, ObjectWriter).
 	BucketConfigOwnership = "ownership"
+	// BucketConfigTagging is the bucket's tag set (JSON array of Tag).
+	BucketConfigTagging = "tagging"
 )
 
 // BucketConfigStore keeps per-bucket configuration documents, opaque to the
