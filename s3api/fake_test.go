@@ -640,3 +640,39 @@ var errSlowDownForTest = store.ErrSlowDown
 func objInfo(key string) store.ObjectInfo {
 	return store.ObjectInfo{Bucket: "b", Key: key, Size: 1, ETag: "etag-" + key, LastModified: fixedTime}
 }
+
+// The versioning calls: the fake keeps one version per key, as a bucket
+// without versioning does.
+
+func (m *memStore) SetBucketVersioning(context.Context, string, string) error {
+	return store.ErrNotImplemented
+}
+
+func (m *memStore) BucketVersioning(context.Context, string) (string, error) { return "", nil }
+
+func (m *memStore) DeleteObjectVersion(ctx context.Context, bucket, key string, opts store.DeleteOptions) (store.DeleteVersionResult, error) {
+	if opts.VersionID != "" && opts.VersionID != store.NullVersion {
+		return store.DeleteVersionResult{}, store.ErrNotImplemented
+	}
+	return store.DeleteVersionResult{Key: key}, m.DeleteObject(ctx, bucket, key)
+}
+
+func (m *memStore) DeleteObjectVersions(ctx context.Context, bucket string, ids []store.ObjectID) ([]store.DeleteVersionResult, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = id.Key
+	}
+	res, err := m.DeleteObjects(ctx, bucket, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.DeleteVersionResult, len(res))
+	for i, r := range res {
+		out[i] = store.DeleteVersionResult{Key: r.Key, Err: r.Err}
+	}
+	return out, nil
+}
+
+func (m *memStore) ListObjectVersions(context.Context, string, store.ListVersionsParams) (store.ListVersionsResult, error) {
+	return store.ListVersionsResult{}, store.ErrNotImplemented
+}

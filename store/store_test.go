@@ -320,3 +320,28 @@ func TestStoreDeleteObjectsMixed(t *testing.T) {
 		t.Fatalf("invalid keys: %v, %v", res[1].Err, res[3].Err)
 	}
 }
+
+func (f *fakeEngine) SetBucketVersioning(context.Context, string, string) error {
+	f.rec("SetBucketVersioning")
+	return nil
+}
+func (f *fakeEngine) BucketVersioning(context.Context, string) (string, error) {
+	f.rec("BucketVersioning")
+	return "", nil
+}
+func (f *fakeEngine) DeleteObjectVersion(_ context.Context, _, key string, _ DeleteOptions) (DeleteVersionResult, error) {
+	f.rec("DeleteObjectVersion")
+	return DeleteVersionResult{Key: key}, nil
+}
+func (f *fakeEngine) DeleteObjectVersions(_ context.Context, _ string, ids []ObjectID) ([]DeleteVersionResult, error) {
+	f.rec("DeleteObjectVersions")
+	out := make([]DeleteVersionResult, len(ids))
+	for i, id := range ids {
+		out[i] = DeleteVersionResult{Key: id.Key}
+	}
+	return out, nil
+}
+func (f *fakeEngine) ListObjectVersions(context.Context, string, ListVersionsParams) (ListVersionsResult, error) {
+	f.rec("ListObjectVersions")
+	return ListVersionsResult{}, nil
+}

@@ -152,6 +152,18 @@ type ObjectInfo struct {
 	// Parts lists the parts of a multipart object in order (nil for single puts);
 	// GET/HEAD with partNumber and GetObjectAttributes use it.
 	Parts []PartInfo
+	// VersionID is the version's id: NullVersion for an object written
+	// while its bucket had no versioning or had it suspended.
+	VersionID string
+	// DeleteMarker is true for a delete marker (in ListObjectVersions, and
+	// with ErrNoSuchKey / ErrDeleteMarker from GetObject).
+	DeleteMarker bool
+	// IsLatest is true for the latest version of its key
+	// (ListObjectVersions only).
+	IsLatest bool
+	// CopySourceVersionID is the version of the source that CopyObject
+	// copied (CopyObject only).
+	CopySourceVersionID string
 }
 
 // PutOptions are the inputs of PutObject and UploadPart besides the body.
@@ -192,6 +204,8 @@ type GetOptions struct {
 	RangeSpec  string // raw Range header, resolved once the size is known
 	PartNumber int    // >0: return only this part
 	Cond       Conditions
+	// VersionID, if set, reads that version instead of the latest.
+	VersionID string
 }
 
 // Conditions are the GET/HEAD preconditions.
@@ -281,6 +295,8 @@ type CopySource struct {
 	Key    string
 	Range  *ByteRange // UploadPartCopy only
 	Cond   Conditions // x-amz-copy-source-if-*
+	// VersionID, if set, copies that version instead of the latest.
+	VersionID string
 }
 
 // CopyOptions are the inputs of CopyObject besides source and destination.
@@ -330,6 +346,7 @@ type ObjectStore interface {
 	AbortMultipartUpload(ctx context.Context, bucket, key, uploadID string) error
 	ListParts(ctx context.Context, bucket, key, uploadID string, partMarker, maxParts int) (ListPartsResult, error)
 	ListMultipartUploads(ctx context.Context, bucket string, p ListUploadsParams) (ListUploadsResult, error)
+	VersionStore
 
 	// PutBucketCors replaces the bucket's CORS rules (validated by the
 	// caller, at least one). GetBucketCors returns them, or
