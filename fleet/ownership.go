@@ -93,6 +93,9 @@ func (o *Ownership) Claim(ctx context.Context, wait bool) error {
 		switch {
 		case got:
 			return nil
+		case errors.Is(err, ErrModeConflict): // waiting would not end it
+			o.dropLocked()
+			return err
 		case !wait && err != nil:
 			o.dropLocked()
 			return err
@@ -139,6 +142,13 @@ func (o *Ownership) tryLocked(ctx context.Context) (bool, error) {
 	err = s.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error {
 		return conn.QueryRow(qctx, `SELECT pg_try_advisory_lock($1)`, o.cfg.Key).Scan(&got)
 	})
+	if err == nil && got {
+		// After the lock, so that a fleet instance registering at the same
+		// moment sees one of the two: this claim there, or its row here.
+		if err = s.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error { return refuseFleet(qctx, conn, o.cfg.Key) }); err != nil {
+			got = false
+		}
+	}
 	if err != nil || !got {
 		h.Release()
 		if err != nil {
@@ -215,5 +225,28 @@ func (o *Ownership) Close() error {
 		return nil
 	}
 	err := o.sess.Close()
+	return err
+}
+
+// refuseFleet fails with ErrModeConflict, and gives the claim key back, while
+// fleet instances are registered live on this database.
+func refuseFleet(ctx context.Context, conn *pgx.Conn, key int64) error {
+	var live int64
+	var exists bool // no registry before the migrations ran: no fleet either
+	err := conn.QueryRow(ctx, `SELECT to_regclass('instances') IS NOT NULL`).Scan(&exists)
+	if err == nil && exists {
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM instances WHERE heartbeat_at + ttl > clock_timestamp()`).Scan(&live)
+	}
+	if err == nil && live == 0 {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: %d fleet instance(s) are registered live on this database; run this one with S3GATE_FLEET=true too, or stop them (see s3gate admin instances)", ErrModeConflict, live)
+	} else {
+		err = fmt.Errorf("look up fleet instances: %w", err)
+	}
+	if _, uerr := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); uerr != nil {
+		err = errors.Join(err, fmt.Errorf("give the claim back: %w", uerr))
+	}
 	return err
 }

@@ -49,6 +49,9 @@ type RegistryConfig struct {
 	// failed heartbeat is retried at the next one, it never stops the
 	// instance.
 	OnError func(error)
+	// ClaimKey is the single-instance writer claim's key (0:
+	// OwnerLockKey()): Register refuses while it is held.
+	ClaimKey int64
 }
 
 // Registry is this instance's registration in the fleet: a row in instances
@@ -90,8 +93,43 @@ func Register(ctx context.Context, cfg RegistryConfig) (*Registry, error) {
 		r.closeSession()
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
+	// After the row is in, so that a single instance claiming at the same
+	// moment sees one of the two: its claim here, or this row there.
+	if err := r.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error {
+		return refuseClaimed(qctx, conn, cfg.ClaimKey)
+	}); err != nil {
+		close(r.done) // no loop runs: Close must not wait for one
+		return nil, errors.Join(fmt.Errorf("register instance: %w", err), r.Close(ctx))
+	}
 	go r.loop()
 	return r, nil
+}
+
+// ErrModeConflict is a fleet instance and a single-instance gateway on one
+// database: a single instance's writer claim assumes that no other instance
+// writes, so each refuses to start beside the other.
+var ErrModeConflict = errors.New("fleet and single-instance gateways on one database")
+
+// refuseClaimed fails with ErrModeConflict while a single-instance gateway
+// holds the writer claim key (0: OwnerLockKey()).
+func refuseClaimed(ctx context.Context, conn *pgx.Conn, key int64) error {
+	if key == 0 {
+		key = OwnerLockKey()
+	}
+	var held bool
+	// A bigint advisory key shows in pg_locks as classid (high half), objid
+	// (low half) and objsubid 1; advisory keys are per database.
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1 AND granted)`,
+		key).Scan(&held)
+	if err != nil {
+		return fmt.Errorf("look up the writer claim: %w", err)
+	}
+	if held {
+		return fmt.Errorf("%w: a single-instance gateway holds the writer claim on this database; stop it, or run every instance with S3GATE_FLEET=true", ErrModeConflict)
+	}
+	return nil
 }
 
 // newInstanceID is host:pid and 8 random hex digits: readable in listings,

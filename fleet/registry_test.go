@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,4 +164,112 @@ func TestReapInstances(t *testing.T) {
 	if len(ids) != 2 || !(ids[0] == "slow" || ids[1] == "slow") {
 		t.Fatalf("left %v; want this instance and slow", ids)
 	}
+}
+
+// TestModeConflict: a fleet instance and a single-instance gateway never
+// serve one database together. Whichever starts second is refused with
+// ErrModeConflict (the single instance without waiting as a standby), the
+// refused one leaves no registration and no claim behind, and when both
+// start at once at most one of them gets in.
+func TestModeConflict(t *testing.T) {
+	dsn, pool := registryDB(t)
+	ctx := context.Background()
+	key := fleet.LockKey("test", t.Name())
+	sess := fleet.SessionConfig{DSN: dsn}
+	register := func() (*fleet.Registry, error) {
+		return fleet.Register(ctx, fleet.RegistryConfig{Session: sess, TTL: 3 * time.Second, ClaimKey: key})
+	}
+	claim := func() (*fleet.Ownership, error) {
+		o, err := fleet.NewOwnership(fleet.OwnershipConfig{Session: sess, Key: key, PollInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Claim(ctx, true); err != nil {
+			return nil, errors.Join(err, o.Close())
+		}
+		return o, nil
+	}
+	rows := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM instances`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	claimHeld := func() bool {
+		var held bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+			AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1)`, key).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+
+	t.Run("single first", func(t *testing.T) {
+		o, err := claim()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := register(); !errors.Is(err, fleet.ErrModeConflict) {
+			if r != nil {
+				r.Close(ctx)
+			}
+			t.Fatalf("fleet instance beside a single instance: %v, want ErrModeConflict", err)
+		}
+		if n := rows(); n != 0 {
+			t.Errorf("the refused fleet instance left %d registrations", n)
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("fleet first", func(t *testing.T) {
+		r, err := register()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := claim(); !errors.Is(err, fleet.ErrModeConflict) {
+			if o != nil {
+				o.Close()
+			}
+			t.Fatalf("single instance beside a fleet instance: %v, want ErrModeConflict at once", err)
+		}
+		if claimHeld() {
+			t.Error("the refused single instance kept the claim")
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o, err := claim()
+		if err != nil {
+			t.Fatalf("claim once the fleet is gone: %v", err)
+		}
+		o.Close()
+	})
+	t.Run("at once", func(t *testing.T) {
+		for i := range 20 {
+			var wg sync.WaitGroup
+			var r *fleet.Registry
+			var o *fleet.Ownership
+			var rerr, oerr error
+			wg.Add(2)
+			go func() { defer wg.Done(); r, rerr = register() }()
+			go func() { defer wg.Done(); o, oerr = claim() }()
+			wg.Wait()
+			for _, err := range []error{rerr, oerr} {
+				if err != nil && !errors.Is(err, fleet.ErrModeConflict) {
+					t.Fatalf("round %d: %v", i, err)
+				}
+			}
+			if r != nil && o != nil {
+				t.Fatalf("round %d: a fleet instance and a single instance both started", i)
+			}
+			if r != nil {
+				r.Close(ctx)
+			}
+			if o != nil {
+				o.Close()
+			}
+		}
+	})
 }

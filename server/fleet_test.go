@@ -3,11 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +160,31 @@ func TestFleetInstancesServeTogether(t *testing.T) {
 	list, err := fleet.ListInstances(ctx, conn)
 	if err != nil || len(list) != 2 || !list[0].Live || !list[1].Live {
 		t.Fatalf("registry %+v, %v", list, err)
+	}
+}
+
+// TestFleetAndSingleRefuseEachOther: a single-instance gateway on a database
+// that fleet instances serve refuses to start (it would not wait as a
+// standby: the fleet holds no claim to wait for), and a fleet instance on a
+// database a single instance owns refuses too; each says why in one line.
+func TestFleetAndSingleRefuseEachOther(t *testing.T) {
+	fleetEnv := []string{"S3GATE_FLEET=true", "S3GATE_INSTANCE_TTL=3s", "S3GATE_GC_INTERVAL=1h"}
+	tests := []struct {
+		name        string
+		first, then []string
+		want        string
+	}{
+		{"single beside a fleet", fleetEnv, nil, "fleet instance(s) are registered live"},
+		{"fleet beside a single instance", nil, fleetEnv, "a single-instance gateway holds the writer claim"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.DSN(t)
+			testgw.Start(t, testgw.Options{Engine: config.EnginePGChunks, DatabaseURL: dsn, Env: tc.first})
+			err := tryNew(t, append([]string{"S3GATE_DATABASE_URL=" + dsn, "S3GATE_ENGINE=pgchunks", "S3GATE_STANDBY=wait"}, tc.then...)...)
+			if !errors.Is(err, fleet.ErrModeConflict) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("second gateway: %v; want one line with ErrModeConflict naming %q", err, tc.want)
+			}
+		})
 	}
 }
