@@ -14,18 +14,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/jackc/pgx/v5"
@@ -34,6 +29,7 @@ import (
 	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/fsck"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/internal/gwproc"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
@@ -45,46 +41,21 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const (
 	accessKey = "crashtest"
 	secretKey = "crashtest-secret-key"
-	region    = "us-east-1"
 	// inlineMax is the knee of the gateways under test.
 	inlineMax = 64 << 10
 )
 
 // buildBinary builds cmd/s3gate into dir.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "s3gate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/s3gate")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/s3gate: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func buildBinary(t *testing.T, dir string) string { return gwproc.BuildBinary(t, dir) }
 
 // gateway is one s3gate serve subprocess; restarts keep its settings.
 type gateway struct {
+	gwproc.Proc
 	t       *testing.T
-	bin     string
 	addr    string
 	dsn     string
 	engine  string
 	dataDir string
-	logPath string
-	extra   []string // more environment settings
-	cmd     *exec.Cmd
-	exited  chan struct{}
 }
 
 // newGateway starts a gateway on a fresh database; extra are further
@@ -92,28 +63,11 @@ type gateway struct {
 func newGateway(t *testing.T, bin, engine string, extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	g := &gateway{t: t, bin: bin, addr: freeAddr(t), engine: engine,
-		dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "gateway.log"), extra: extra}
+	g := &gateway{t: t, addr: gwproc.FreeAddr(t), engine: engine, dataDir: filepath.Join(dir, "data")}
 	if engine != embeddedEngine { // the embedded default has no database URL
 		g.dsn = pgtest.DSN(t)
 	}
-	g.start()
-	t.Cleanup(g.stop)
-	return g
-}
-
-func (g *gateway) start() {
-	t := g.t
-	t.Helper()
-	logf, err := os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(g.bin, "serve")
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + os.Getenv("HOME"),
+	g.Proc = gwproc.Proc{Name: "gateway", Bin: bin, LogPath: filepath.Join(dir, "gateway.log"), Env: append([]string{
 		"S3GATE_ADDR=" + g.addr,
 		"S3GATE_DATABASE_URL=" + g.dsn,
 		"S3GATE_ROOT_ACCESS_KEY=" + accessKey,
@@ -123,34 +77,21 @@ func (g *gateway) start() {
 		"S3GATE_METRICS_ADDR=off",
 		fmt.Sprintf("S3GATE_INLINE_MAX=%d", inlineMax),
 		"S3GATE_LOG_LEVEL=warn",
-	}
-	cmd.Env = append(cmd.Env, g.extra...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start gateway: %v", err)
-	}
-	g.cmd, g.exited = cmd, make(chan struct{})
-	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(cmd, g.exited)
-	// Ready when an authenticated request succeeds (hang guard only).
+	}, extra...)}
+	g.start()
+	t.Cleanup(g.stop)
+	return g
+}
+
+// start starts the gateway; it is ready when an authenticated request
+// succeeds.
+func (g *gateway) start() {
+	g.t.Helper()
 	client := g.client()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	g.Start(g.t, func(ctx context.Context) error {
 		_, err := client.ListBuckets(ctx, &s3.ListBucketsInput{})
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-g.exited:
-			t.Fatalf("gateway exited during start-up: %s", g.tail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway not ready: %v\n%s", err, g.tail())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // embeddedEngine names the embedded default (SQLite and local files, no
@@ -165,46 +106,15 @@ func (g *gateway) large() string {
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (g *gateway) kill() {
-	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		g.t.Fatalf("kill -9 gateway: %v", err)
-	}
-	<-g.exited
-}
+func (g *gateway) kill() { g.Kill(g.t) }
 
 // stop ends the gateway gracefully (SIGTERM), then by force.
-func (g *gateway) stop() {
-	select {
-	case <-g.exited:
-		return
-	default:
-	}
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.exited:
-	case <-time.After(30 * time.Second):
-		_ = g.cmd.Process.Signal(syscall.SIGKILL)
-		<-g.exited
-	}
-}
-
-func (g *gateway) tail() string {
-	b, _ := os.ReadFile(g.logPath) // best effort, for failure messages
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+func (g *gateway) stop() { g.Stop() }
 
 // client is aws-sdk-go-v2 with its default checksums, without retries (a
 // retry after the kill would blur which request was acknowledged).
 func (g *gateway) client() *s3.Client {
-	cfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, "")}
-	return s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String("http://" + g.addr)
-		o.UsePathStyle = true
-		o.Retryer = aws.NopRetryer{}
-	})
+	return gwproc.Client(g.addr, accessKey, secretKey, aws.NopRetryer{})
 }
 
 // pool opens the gateway's database for the test's own inspection.
@@ -376,7 +286,7 @@ func (g *gateway) inspect(fn func(s storeView)) {
 	}
 	running := false
 	select {
-	case <-g.exited:
+	case <-g.Exited():
 	default:
 		running = true
 		g.stop()

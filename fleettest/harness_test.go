@@ -20,22 +20,18 @@ package fleettest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/s3gate/s3gate/internal/gwproc"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/store/localfs"
 )
@@ -79,29 +75,9 @@ func heavyEngines() []string {
 	return []string{"pgchunks"}
 }
 
-// buildBinary builds cmd/s3gate into dir (as crashtest does). TestFleet
-// builds it once for all its subtests.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "s3gate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/s3gate")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/s3gate: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// buildBinary builds cmd/s3gate into dir. TestFleet builds it once for all
+// its subtests.
+func buildBinary(t *testing.T, dir string) string { return gwproc.BuildBinary(t, dir) }
 
 // fleet is three instances on one database.
 type fleet struct {
@@ -115,15 +91,11 @@ type fleet struct {
 
 // instance is one `s3gate serve` subprocess; restarts keep its settings.
 type instance struct {
-	t       *testing.T
-	name    string
-	bin     string
-	addr    string
-	maddr   string // metrics listener: /readyz, /metrics
-	env     []string
-	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	gwproc.Proc
+	t     *testing.T
+	name  string
+	addr  string
+	maddr string // metrics listener: /readyz, /metrics
 }
 
 // startFleet starts three instances (A, B, C) with S3GATE_FLEET=true on a
@@ -181,89 +153,50 @@ func (f *fleet) start(bin string, extra ...string) {
 			env = append(env, "S3GATE_SHARED_MEDIA=true")
 		}
 		env = append(env, "S3GATE_DATA_DIR="+data)
-		in := &instance{t: t, name: name, bin: bin, addr: freeAddr(t), maddr: freeAddr(t),
-			env: append(env, extra...), logPath: filepath.Join(dir, "gateway.log")}
+		in := &instance{t: t, name: name, addr: gwproc.FreeAddr(t), maddr: gwproc.FreeAddr(t)}
+		in.Proc = gwproc.Proc{Name: "instance " + name, Bin: bin, LogPath: filepath.Join(dir, "gateway.log"),
+			Env: append(append([]string{"S3GATE_ADDR=" + in.addr, "S3GATE_METRICS_ADDR=" + in.maddr}, env...), extra...)}
 		in.start()
 		t.Cleanup(in.stop)
 		f.insts = append(f.insts, in)
 	}
 }
 
+// start starts the instance; it is ready when /readyz answers 200.
 func (in *instance) start() {
-	t := in.t
-	t.Helper()
-	logf, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(in.bin, "serve")
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"S3GATE_ADDR=" + in.addr, "S3GATE_METRICS_ADDR=" + in.maddr}, in.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start instance %s: %v", in.name, err)
-	}
-	in.cmd, in.exited = cmd, make(chan struct{})
-	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(cmd, in.exited)
-	// Ready when /readyz answers 200 (hang guard only).
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get("http://" + in.maddr + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	in.t.Helper()
+	in.Start(in.t, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.maddr+"/readyz", nil)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-in.exited:
-			t.Fatalf("instance %s exited during start-up: %s", in.name, in.tail())
-		default:
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s not ready: %v\n%s", in.name, err, in.tail())
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %s", resp.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // pid is the instance's process id.
-func (in *instance) pid() int { return in.cmd.Process.Pid }
+func (in *instance) pid() int { return in.PID() }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (in *instance) kill() {
-	if err := in.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		in.t.Fatalf("kill -9 instance %s: %v", in.name, err)
-	}
-	<-in.exited
-}
+func (in *instance) kill() { in.Kill(in.t) }
 
-// stop ends the instance gracefully (SIGTERM), then by force; it reports
-// whether it exited within the drain bound on its own.
+// stop ends the instance gracefully (SIGTERM), then by force; an instance
+// that needed the force is a test failure (the drain is bounded).
 func (in *instance) stop() {
-	select {
-	case <-in.exited:
-		return
-	default:
-	}
-	_ = in.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-in.exited:
-	case <-time.After(30 * time.Second):
+	if !in.Stop() {
 		in.t.Errorf("instance %s did not stop within 30 s of SIGTERM", in.name)
-		_ = in.cmd.Process.Signal(syscall.SIGKILL)
-		<-in.exited
 	}
 }
 
-func (in *instance) tail() string {
-	b, _ := os.ReadFile(in.logPath) // best effort, for failure messages
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+func (in *instance) tail() string { return in.Tail() }
 
 // client is aws-sdk-go-v2 with its default checksums and no retries, so a
 // failure is seen as it is.
@@ -273,14 +206,7 @@ func (in *instance) client() *s3.Client {
 
 // clientWith is client with the given retryer (nil: the SDK's standard one).
 func (in *instance) clientWith(r aws.Retryer) *s3.Client {
-	cfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, "")}
-	return s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String("http://" + in.addr)
-		o.UsePathStyle = true
-		if r != nil {
-			o.Retryer = r
-		}
-	})
+	return gwproc.Client(in.addr, accessKey, secretKey, r)
 }
 
 // pool opens the fleet's database for the test's own inspection.

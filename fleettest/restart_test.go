@@ -105,7 +105,7 @@ func rollingRestart(t *testing.T, f *fleet) {
 		for _, in := range f.insts {
 			waitServed(served.Load() + 10) // traffic on every instance before each restart
 			in.stop()
-			if code := in.cmd.ProcessState.ExitCode(); code != 0 {
+			if code := in.ExitCode(); code != 0 {
 				t.Errorf("instance %s exited %d after SIGTERM:\n%s", in.name, code, in.tail())
 			}
 			in.start()
