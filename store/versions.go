@@ -115,6 +115,11 @@ type VersionStore interface {
 	DeleteObjectVersions(ctx context.Context, bucket string, ids []ObjectID) ([]DeleteVersionResult, error)
 	// ListObjectVersions lists every version and delete marker.
 	ListObjectVersions(ctx context.Context, bucket string, p ListVersionsParams) (ListVersionsResult, error)
+	// ReplaceObjectMeta replaces the metadata of one version (the latest
+	// when versionID is "") while its ETag is still etag (else
+	// ErrPreconditionFailed), keeping its content, version id and
+	// last-modified time: tagging and ACL changes make no new version.
+	ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, etag string, meta ObjectMeta) (ObjectInfo, error)
 }
 
 // SetBucketVersioning implements VersionStore; status is Enabled or
@@ -159,4 +164,13 @@ func (s *Store) ListObjectVersions(ctx context.Context, bucket string, p ListVer
 		p.MaxKeys = MaxListKeys
 	}
 	return s.e.ListObjectVersions(ctx, bucket, p)
+}
+
+// ReplaceObjectMeta implements VersionStore; an invalid key is reported as
+// such.
+func (s *Store) ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, etag string, meta ObjectMeta) (ObjectInfo, error) {
+	if err := ValidKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	return s.e.ReplaceObjectMeta(ctx, bucket, key, versionID, etag, meta)
 }

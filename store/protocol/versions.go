@@ -34,3 +34,8 @@ func (s *Store) DeleteObjectVersions(ctx context.Context, bucket string, ids []s
 func (s *Store) ListObjectVersions(ctx context.Context, bucket string, p store.ListVersionsParams) (store.ListVersionsResult, error) {
 	return store.ListVersionsResult{}, errVersioning
 }
+
+// ReplaceObjectMeta implements store.VersionStore.
+func (s *Store) ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, etag string, meta store.ObjectMeta) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, errVersioning
+}
