@@ -209,7 +209,7 @@ func (v *Env) checkVersionReads(t *testing.T, bucket, key string, vs []mver) {
 // sizes) and the reads by id of the key it touched.
 func testVersionModel(t *testing.T, v *Env) {
 	ctx := context.Background()
-	steps := versionScale(t, "S3GATE_VERSION_STEPS", 60)
+	steps := versionScale(t, "S3GATE_VERSION_STEPS", 40)
 	keys := []string{"a", "a/b", "c", "d/e/f"}
 	r := rand.New(rand.NewPCG(14, 12))
 	m := &vmodel{keys: map[string][]mver{}}
@@ -438,7 +438,7 @@ func testVersionPaging(t *testing.T, v *Env) {
 	ctx := context.Background()
 	v.setVersioning(t, "b", store.VersioningEnabled)
 	m := &vmodel{keys: map[string][]mver{}}
-	total := versionScale(t, "S3GATE_VERSION_COUNT", 300) / 5 * 5
+	total := versionScale(t, "S3GATE_VERSION_COUNT", 200) / 5 * 5
 	keys := []string{"k1", "k2", "k3", "k4", "k5"}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
