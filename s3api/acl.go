@@ -241,11 +241,12 @@ func aclGrants(acl *store.ACL, anonymous bool, key, perm string, ignorePublic bo
 var (
 	bucketACLPerms = map[string]string{
 		"s3:ListBucket": "READ", "s3:ListBucketVersions": "READ", "s3:ListBucketMultipartUploads": "READ",
-		"s3:PutObject": "WRITE", "s3:DeleteObject": "WRITE", "s3:AbortMultipartUpload": "WRITE",
+		"s3:PutObject": "WRITE", "s3:DeleteObject": "WRITE", "s3:DeleteObjectVersion": "WRITE", "s3:AbortMultipartUpload": "WRITE",
 		"s3:GetBucketAcl": "READ_ACP", "s3:PutBucketAcl": "WRITE_ACP",
 	}
 	objectACLPerms = map[string]string{
 		"s3:GetObject": "READ", "s3:GetObjectAcl": "READ_ACP", "s3:PutObjectAcl": "WRITE_ACP",
+		"s3:GetObjectVersion": "READ", "s3:GetObjectVersionAcl": "READ_ACP", "s3:PutObjectVersionAcl": "WRITE_ACP",
 	}
 )
 
@@ -343,12 +344,13 @@ func (a *api) copyACL(rq *request, src *store.CopySource, opts *store.CopyOption
 			return nil
 		}
 	}
-	info, _, rd, err := a.st.GetObject(rq.ctx, src.Bucket, src.Key, store.GetOptions{}, true)
+	info, _, rd, err := a.st.GetObject(rq.ctx, src.Bucket, src.Key, store.GetOptions{VersionID: src.VersionID}, true)
 	if rd != nil {
 		_ = rd.Close() // head=true opens nothing; close defensively
 	}
 	switch {
-	case errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket):
+	case errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) ||
+		errors.Is(err, store.ErrNoSuchVersion) || errors.Is(err, store.ErrDeleteMarker):
 		return nil // the copy answers it, after its own checks
 	case err != nil:
 		return fmt.Errorf("copy source %q/%q: %w", src.Bucket, src.Key, err)
