@@ -26,7 +26,7 @@ const copyChecksumAttempts = 3
 // whole; the engine's GET path pins them) and opts carries the result for the
 // ETag it was computed from.
 func (s *Store) copyChecksum(ctx context.Context, src CopySource, opts CopyOptions) (CopyOptions, error) {
-	info, _, rd, err := s.e.GetObject(ctx, src.Bucket, src.Key, GetOptions{Cond: src.Cond}, true)
+	info, _, rd, err := s.e.GetObject(ctx, src.Bucket, src.Key, GetOptions{Cond: src.Cond, VersionID: src.VersionID}, true)
 	if rd != nil {
 		_ = rd.Close() // head opens nothing; close defensively
 	}
@@ -43,7 +43,7 @@ func (s *Store) copyChecksum(ctx context.Context, src CopySource, opts CopyOptio
 	if info.Checksum.Algorithm == target && info.Checksum.Type != ChecksumComposite {
 		return opts, nil
 	}
-	info, _, rd, err = s.e.GetObject(ctx, src.Bucket, src.Key, GetOptions{Cond: src.Cond}, false)
+	info, _, rd, err = s.e.GetObject(ctx, src.Bucket, src.Key, GetOptions{Cond: src.Cond, VersionID: src.VersionID}, false)
 	if err != nil {
 		if rd != nil {
 			_ = rd.Close()
@@ -70,8 +70,11 @@ func (s *Store) copyChecksum(ctx context.Context, src CopySource, opts CopyOptio
 // copySourceErr turns a GET answer about the copy source into the copy's:
 // every failed condition is a 412 for copies, a 304 of GET included.
 func copySourceErr(err error) error {
-	if errors.Is(err, ErrNotModified) {
+	switch {
+	case errors.Is(err, ErrNotModified):
 		return fmt.Errorf("%w: copy source: %v", ErrPreconditionFailed, err)
+	case errors.Is(err, ErrDeleteMarker):
+		return fmt.Errorf("copy source: %w: the source of a copy request may not specifically refer to a delete marker by version id", ErrInvalidRequest)
 	}
 	return fmt.Errorf("copy source: %w", err)
 }

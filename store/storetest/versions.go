@@ -3,8 +3,11 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -553,6 +556,20 @@ func testVersionCopy(t *testing.T, v *Env) {
 		t.Fatal(err)
 	}
 	v.checkVersionReads(t, "b", "dst", []mver{{id: cp.VersionID, data: mp}})
+	// Through store.Store, whose copy checksum reads the source's bytes
+	// when the algorithm asked for is not the source's: the version's bytes,
+	// not the latest's.
+	ck, err := store.New(v.Store).CopyObject(ctx, store.CopySource{Bucket: "b", Key: "src", VersionID: mpInfo.VersionID}, "b", "dst-crc",
+		store.CopyOptions{ChecksumAlgorithm: store.AlgCRC32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], crc32.ChecksumIEEE(mp))
+	if want := base64.StdEncoding.EncodeToString(sum[:]); ck.Checksum.Algorithm != store.AlgCRC32 || ck.Checksum.Value != want {
+		t.Fatalf("checksum of a copy from a version: %+v, want CRC32 %s", ck.Checksum, want)
+	}
+	v.checkVersionReads(t, "b", "dst-crc", []mver{{id: ck.VersionID, data: mp}})
 	listed, _ := v.listAllVersions(t, "b", store.ListVersionsParams{Prefix: "src"})
 	if len(listed) != 3 || listed[0].VersionID != back.VersionID || listed[2].VersionID != mpInfo.VersionID {
 		t.Fatalf("versions of src: %s", brief(listed))
@@ -598,6 +615,10 @@ func testVersionCopy(t *testing.T, v *Env) {
 	}
 	if _, err := v.Store.CopyObject(ctx, store.CopySource{Bucket: "b", Key: "src", VersionID: del.VersionID}, "b", "x", store.CopyOptions{}); !errors.Is(err, store.ErrInvalidRequest) {
 		t.Fatalf("copy of a delete marker: %v", err)
+	}
+	if _, err := store.New(v.Store).CopyObject(ctx, store.CopySource{Bucket: "b", Key: "src", VersionID: del.VersionID}, "b", "x",
+		store.CopyOptions{ChecksumAlgorithm: store.AlgCRC32}); !errors.Is(err, store.ErrInvalidRequest) {
+		t.Fatalf("copy of a delete marker with a checksum to compute: %v", err)
 	}
 	if _, err := v.Store.CopyObject(ctx, store.CopySource{Bucket: "b", Key: "src"}, "b", "x", store.CopyOptions{}); !errors.Is(err, store.ErrNoSuchKey) {
 		t.Fatalf("copy of a key whose latest is a delete marker: %v", err)
