@@ -101,6 +101,9 @@ type ObjectMeta struct {
 	// Tags are the object's tags in the order given (at most 10, keys
 	// unique; s3api checks S3's limits).
 	Tags []Tag `json:"tags,omitempty"`
+	// Lock is the version's Object Lock state (retention, legal hold); nil
+	// for none.
+	Lock *ObjectLock `json:"lock,omitempty"`
 }
 
 // Tag is one key/value tag of an object or a bucket.

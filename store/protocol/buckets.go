@@ -78,7 +78,8 @@ func GetBucketCors(ctx context.Context, c store.BucketConfigStore, bucket string
 func CheckBucketConfig(name, value string) error {
 	switch name {
 	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
-		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging:
+		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging,
+		store.BucketConfigObjectLock:
 	default:
 		return fmt.Errorf("%w: unknown bucket configuration %q", store.ErrInvalidArgument, name)
 	}
