@@ -28,6 +28,10 @@ const BucketConfigObjectLock = "object-lock"
 // Lock forbids (403 AccessDenied, as S3 answers).
 var ErrObjectLocked = errors.New("the version is protected by Object Lock")
 
+// ErrRetentionInPast is a retain-until date that is not in the future of the
+// database's clock (400 InvalidArgument).
+var ErrRetentionInPast = errors.New("the retain until date must be in the future")
+
 // ObjectLock is the Object Lock state of one version, kept in its metadata
 // (ObjectMeta.Lock), so it travels with the version when it becomes
 // noncurrent.
@@ -101,7 +105,7 @@ type LockStore interface {
 	// PutObjectLock applies ch to the version versionID of bucket/key ("" the
 	// latest) without making a new version, and returns the version as it
 	// now is. A change the lock forbids is ErrObjectLocked; a retain-until
-	// date not in the future is ErrInvalidArgument; a delete marker is
+	// date not in the future is ErrRetentionInPast; a delete marker is
 	// ErrDeleteMarker.
 	PutObjectLock(ctx context.Context, bucket, key, versionID string, ch LockChange) (ObjectInfo, error)
 }

@@ -12,9 +12,6 @@ import (
 // transaction that changes or removes a version, against the version as it
 // reads there and the database's clock (Tx.Now), never the gateway's.
 
-// errPastRetention is a retain-until date that is not in the future.
-var errPastRetention = fmt.Errorf("%w: The retain until date must be in the future!", store.ErrInvalidArgument)
-
 // ApplyLockChange returns the lock state of a version whose state is cur
 // after ch at now, or the reason the rules refuse it:
 //   - a new retention's date must be in the future;
@@ -29,7 +26,7 @@ func ApplyLockChange(cur *store.ObjectLock, ch store.LockChange, now time.Time) 
 	}
 	if ch.SetRetention {
 		if ch.Mode != "" && (ch.RetainUntil == nil || !ch.RetainUntil.After(now)) {
-			return nil, errPastRetention
+			return nil, store.ErrRetentionInPast
 		}
 		if cur.Retained(now) {
 			weakens := ch.Mode != cur.Mode || ch.RetainUntil == nil || ch.RetainUntil.Before(*cur.RetainUntil)
@@ -119,8 +116,7 @@ func CheckVersioningChange(lockDoc, status string) error {
 		return err
 	}
 	if c != nil && c.Enabled && status != store.VersioningEnabled {
-		return fmt.Errorf("%w: An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.",
-			store.ErrInvalidBucketState)
+		return fmt.Errorf("%w: the bucket has Object Lock, so its versioning stays Enabled", store.ErrInvalidBucketState)
 	}
 	return nil
 }

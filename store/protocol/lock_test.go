@@ -26,8 +26,8 @@ func TestApplyLockChange(t *testing.T) {
 		err  error
 	}{
 		{"new retention", nil, ret(store.LockCompliance, at(time.Minute), false), &store.ObjectLock{Mode: store.LockCompliance, RetainUntil: at(time.Minute)}, nil},
-		{"date in the past", nil, ret(store.LockGovernance, at(-time.Minute), false), nil, store.ErrInvalidArgument},
-		{"date now", nil, ret(store.LockGovernance, at(0), false), nil, store.ErrInvalidArgument},
+		{"date in the past", nil, ret(store.LockGovernance, at(-time.Minute), false), nil, store.ErrRetentionInPast},
+		{"date now", nil, ret(store.LockGovernance, at(0), false), nil, store.ErrRetentionInPast},
 		{"compliance extended", comp, ret(store.LockCompliance, at(2*time.Hour), false), &store.ObjectLock{Mode: store.LockCompliance, RetainUntil: at(2 * time.Hour)}, nil},
 		{"compliance same date", comp, ret(store.LockCompliance, at(time.Hour), false), comp, nil},
 		{"compliance shortened", comp, ret(store.LockCompliance, at(time.Minute), true), nil, store.ErrObjectLocked},
