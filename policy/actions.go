@@ -104,6 +104,9 @@ var operations = map[string]string{
 	"PutObjectRetention":      "s3:PutObjectRetention",
 	"GetObjectLegalHold":      "s3:GetObjectLegalHold",
 	"PutObjectLegalHold":      "s3:PutObjectLegalHold",
+	// Not an operation: the permission x-amz-bypass-governance-retention
+	// needs, decided under this name.
+	"BypassGovernanceRetention": "s3:BypassGovernanceRetention",
 	"GetObjectTorrent":        "s3:GetObjectTorrent",
 	"RestoreObject":           "s3:RestoreObject",
 	"CreateMultipartUpload":   "s3:PutObject",
@@ -147,7 +150,7 @@ func opScope(op string) Scope {
 	case "PutObject", "PostObject", "CopyObject", "GetObject", "HeadObject", "SelectObjectContent",
 		"DeleteObject", "DeleteObjects", "GetObjectAcl", "PutObjectAcl", "GetObjectTagging", "PutObjectTagging",
 		"DeleteObjectTagging", "GetObjectAttributes", "GetObjectRetention", "PutObjectRetention",
-		"GetObjectLegalHold", "PutObjectLegalHold", "GetObjectTorrent", "RestoreObject",
+		"GetObjectLegalHold", "PutObjectLegalHold", "BypassGovernanceRetention", "GetObjectTorrent", "RestoreObject",
 		"CreateMultipartUpload", "UploadPart", "UploadPartCopy", "CompleteMultipartUpload",
 		"AbortMultipartUpload", "ListParts":
 		return ScopeObject

@@ -119,6 +119,8 @@ var storeErrors = []struct {
 	{store.ErrUnavailable, errServiceUnavailable},
 	{store.ErrConditionalConflict, &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."}},
 	{store.ErrNoBucketConfigs, errNotImplemented.withMessage("This metadata engine keeps no bucket configuration.")},
+	{store.ErrObjectLocked, errAccessDenied},
+	{store.ErrRetentionInPast, errLockDate},
 	// A body that ends before its declared length (client went away mid-upload).
 	{io.ErrUnexpectedEOF, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
 }

@@ -38,6 +38,9 @@ func (a *api) putObject(rq *request) error {
 		return err
 	}
 	opts.Meta.ACL = acl
+	if opts.Meta.Lock, err = a.writeLock(rq, true); err != nil {
+		return err
+	}
 	if err := a.precheckWrite(rq, opts); err != nil {
 		return err
 	}
@@ -116,6 +119,7 @@ func (a *api) getObject(rq *request) error {
 		return fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err)
 	}
 	setObjectHeaders(rq, info)
+	setLockHeaders(rq, info)
 	h := rq.w.Header()
 	length, status := info.Size, http.StatusOK
 	if rng != nil {
@@ -283,6 +287,9 @@ func (a *api) copyObject(rq *request) error {
 		return errSelfCopy
 	}
 	if err := a.copyACL(rq, &src, &opts, acl, tags); err != nil {
+		return err
+	}
+	if opts.Lock, err = a.writeLock(rq, false); err != nil {
 		return err
 	}
 	info, err := a.st.CopyObject(rq.ctx, src, rq.bucket, rq.key, opts)

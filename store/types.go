@@ -315,6 +315,10 @@ type CopyOptions struct {
 	// StorageClass is the destination's, from the copy request whatever the
 	// metadata directive ("" for STANDARD), as in S3.
 	StorageClass string
+	// Lock is the destination's Object Lock state, from the copy request or
+	// the bucket's default retention (s3api): the source's never travels,
+	// as in S3.
+	Lock *ObjectLock
 }
 
 // DeleteResult is the outcome for one key of DeleteObjects.
