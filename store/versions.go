@@ -79,6 +79,8 @@ var (
 type ObjectID struct {
 	Key       string
 	VersionID string
+	// BypassGovernance is DeleteOptions.BypassGovernance for this entry.
+	BypassGovernance bool
 }
 
 // DeleteOptions are the inputs of DeleteObjectVersion besides the key.

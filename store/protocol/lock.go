@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 )
 
@@ -119,4 +121,70 @@ func CheckVersioningChange(lockDoc, status string) error {
 		return fmt.Errorf("%w: the bucket has Object Lock, so its versioning stays Enabled", store.ErrInvalidBucketState)
 	}
 	return nil
+}
+
+// checkRemove is the lock check of every removal for good in the protocol
+// (deleteVersion, and the null version a suspended bucket replaces): the
+// version versionID of bucket/key, as it reads in tx, may go unless its lock
+// forbids it at the database's time.
+func checkRemove(ctx context.Context, tx Tx, bucket, key, versionID string, bypass bool) error {
+	l, now, err := tx.VersionLock(ctx, bucket, key, versionID)
+	if err != nil {
+		return err
+	}
+	if err := CheckRemovable(l, now, bypass); err != nil {
+		return fmt.Errorf("version %s of %s/%s: %w", versionID, bucket, key, err)
+	}
+	return nil
+}
+
+// resolveLock completes the lock of the object row o just written at lm (the
+// database's time of the write): a retention the request named must end
+// after lm; a pending default retention is counted from lm and written into
+// the row's metadata (which keeps lm).
+func resolveLock(ctx context.Context, tx Tx, o ObjectRow, lm time.Time) error {
+	l := o.Meta.Lock
+	if l == nil {
+		return nil
+	}
+	if l.Mode != "" && (l.RetainUntil == nil || !l.RetainUntil.After(lm)) {
+		return store.ErrRetentionInPast
+	}
+	meta := o.Meta
+	if !ResolveDefaultRetention(&meta, lm) {
+		return nil
+	}
+	return tx.ReplaceMeta(ctx, o.Bucket, o.Key, 0, meta)
+}
+
+// PutObjectLock implements store.LockStore: under the key's object lock, the
+// version is read, the change checked by ApplyLockChange against its stored
+// lock at the database's time, and its metadata rewritten in place (no new
+// version; content, version id and last-modified stay).
+func (s *Store) PutObjectLock(ctx context.Context, bucket, key, versionID string, ch store.LockChange) (store.ObjectInfo, error) {
+	var info store.ObjectInfo
+	err := s.dialect.Write(ctx, []int64{fleet.ObjectLockKey(bucket, key)}, func(tx Tx) error {
+		r, err := resolve(ctx, tx, bucket, key, versionID, false)
+		if err != nil {
+			return err
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		meta := r.Info.Meta
+		if meta.Lock, err = ApplyLockChange(meta.Lock, ch, now); err != nil {
+			return err
+		}
+		if err := tx.ReplaceMeta(ctx, bucket, key, r.Seq, meta); err != nil {
+			return err
+		}
+		info = r.Info
+		info.Meta = meta
+		return nil
+	})
+	if err != nil {
+		return store.ObjectInfo{}, fmt.Errorf("object lock of %s/%s: %w", bucket, key, err)
+	}
+	return info, nil
 }
