@@ -169,10 +169,13 @@ func (t txn) ReplaceMeta(ctx context.Context, bucket, key string, seq int64, met
 	return nil
 }
 
+// currentCols are the columns of versionRows of the current objects.
+const currentCols = `bucket, key, 9223372036854775807 AS seq, version_id, 0 AS delete_marker,
+		size, etag, last_modified, checksum, meta`
+
 // versionRows is every version of the bucket's keys: the current objects
 // (newest of their key: the largest seq) and the noncurrent versions.
-const versionRows = `(SELECT bucket, key, 9223372036854775807 AS seq, version_id, 0 AS delete_marker,
-		size, etag, last_modified, checksum, meta FROM objects
+const versionRows = `(SELECT ` + currentCols + ` FROM objects
 	UNION ALL SELECT bucket, key, seq, version_id, delete_marker, size, etag, last_modified, checksum, meta
 		FROM object_versions)`
 
@@ -208,8 +211,9 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 				}
 				query, args = skipScan(c, bucket, versionList, um, limit)
 			} else {
-				// Numbered as skipScan numbers them: ?9 and ?10 are the marker.
-				cond := `key >= ?2 AND key IS NOT ?3 AND key < coalesce(?4, X'')`
+				// Numbered as skipScan numbers them (?8 the limit, ?9 and ?10
+				// the marker). Each table is read in its index order up to
+				// the limit, so a page costs the page, not the bucket.
 				var skip, to any
 				if !c.Range.Inclusive {
 					skip = c.Range.From
@@ -218,12 +222,17 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 					to = c.Range.To
 				}
 				args = []any{bucket, c.Range.From, skip, to, nil, nil, nil, limit, nil, nil}
+				rng := `bucket = ?1 AND key >= ?2 AND key IS NOT ?3 AND key < coalesce(?4, X'')`
+				query = `SELECT * FROM (SELECT ` + versionList.cols + ` FROM (SELECT ` + currentCols + ` FROM objects
+						WHERE ` + rng + ` ORDER BY key LIMIT ?8)
+					UNION ALL SELECT * FROM (SELECT ` + versionList.cols + ` FROM object_versions
+						WHERE ` + rng + ` ORDER BY key, seq DESC LIMIT ?8)`
 				if tail != nil {
-					cond = `((` + cond + `) OR (key = ?9 AND seq < ` + markerSeq + `))`
 					args[8], args[9] = tail.Key, tail.VersionID
+					query += ` UNION ALL SELECT * FROM (SELECT ` + versionList.cols + ` FROM object_versions
+						WHERE bucket = ?1 AND key = ?9 AND seq < ` + markerSeq + ` ORDER BY seq DESC LIMIT ?8)`
 				}
-				query = `SELECT ` + versionList.cols + ` FROM ` + versionRows + ` WHERE bucket = ?1 AND ` + cond +
-					` ORDER BY ` + versionList.order + ` LIMIT ?8`
+				query += `) ORDER BY ` + versionList.order + ` LIMIT ?8`
 			}
 			return scanVersions(ctx, tx, bucket, query, args)
 		})

@@ -153,10 +153,13 @@ func (t *txn) ReplaceMeta(ctx context.Context, bucket, key string, seq int64, me
 	return nil
 }
 
+// currentCols are the columns of versionRows of the current objects.
+const currentCols = `bucket, key, 9223372036854775807::bigint AS seq, version_id, false AS delete_marker,
+		size, etag, last_modified, checksum, meta`
+
 // versionRows is every version of the bucket's keys: the current objects
 // (newest of their key: the largest seq) and the noncurrent versions.
-const versionRows = `(SELECT bucket, key, 9223372036854775807::bigint AS seq, version_id, false AS delete_marker,
-		size, etag, last_modified, checksum, meta FROM objects
+const versionRows = `(SELECT ` + currentCols + ` FROM objects
 	UNION ALL SELECT bucket, key, seq, version_id, delete_marker, size, etag, last_modified, checksum, meta
 		FROM object_versions)`
 
@@ -190,16 +193,24 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 		if c.DelimNext != "" {
 			query, args = skipScan(c, bucket, versionList, um, limit)
 		} else {
+			// Each table is read in its index order up to the limit, so a
+			// page costs the page, not the bucket.
 			cond, a := where(c, "o.key", 2)
 			args = append([]any{bucket}, a...)
+			lim := fmt.Sprintf("$%d", len(args)+1)
+			args = append(args, limit)
+			query = `SELECT * FROM ((SELECT ` + versionList.cols + ` FROM (SELECT ` + currentCols + ` FROM objects o
+					WHERE o.bucket = $1 AND ` + cond + ` ORDER BY o.key LIMIT ` + lim + `) o)
+				UNION ALL (SELECT ` + versionList.cols + ` FROM object_versions o
+					WHERE o.bucket = $1 AND ` + cond + ` ORDER BY o.key, o.seq DESC LIMIT ` + lim + `)`
 			if tail != nil {
 				t, u := fmt.Sprintf("$%d::text", len(args)+1), fmt.Sprintf("$%d::text", len(args)+2)
-				cond = fmt.Sprintf(`((%s) OR (o.key = %s AND o.seq < %s))`, cond, t, replaceMarker(markerSeq, t, u))
 				args = append(args, tail.Key, tail.VersionID)
+				query += ` UNION ALL (SELECT ` + versionList.cols + ` FROM object_versions o
+					WHERE o.bucket = $1 AND o.key = ` + t + ` AND o.seq < ` + replaceMarker(markerSeq, t, u) + `
+					ORDER BY o.seq DESC LIMIT ` + lim + `)`
 			}
-			query = `SELECT ` + versionList.cols + ` FROM ` + versionRows + ` o WHERE o.bucket = $1 AND ` + cond +
-				fmt.Sprintf(` ORDER BY %s LIMIT $%d`, versionList.order, len(args)+1)
-			args = append(args, limit)
+			query += `) x ORDER BY ` + versionList.order + ` LIMIT ` + lim
 		}
 		rows, err := e.pool.Query(ctx, query, args...)
 		if err != nil {
