@@ -45,6 +45,7 @@ func TestOperationAccess(t *testing.T) {
 		"PutBucketCors": AccessWrite, "DeleteBucketCors": AccessWrite,
 		"PutBucketOwnershipControls": AccessWrite, "DeleteBucketOwnershipControls": AccessWrite,
 		"PutObjectLockConfiguration": AccessWrite, "PutObjectRetention": AccessWrite, "PutObjectLegalHold": AccessWrite,
+		"PutBucketVersioning": AccessWrite,
 	}
 	for op := range handlers {
 		if _, ok := want[op]; !ok {

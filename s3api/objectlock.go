@@ -327,11 +327,11 @@ func lockWriteActions(rq *request) []string {
 // and may: x-amz-bypass-governance-retention: true and
 // s3:BypassGovernanceRetention. Without the permission the request goes
 // on without the bypass, and a GOVERNANCE version refuses it.
-func (a *api) bypassGovernance(rq *request) bool {
+func (a *api) bypassGovernance(rq *request, key string) bool {
 	if !strings.EqualFold(strings.TrimSpace(rq.r.Header.Get("x-amz-bypass-governance-retention")), "true") {
 		return false
 	}
-	return rq.decision == nil || rq.decision.decide("BypassGovernanceRetention", rq.bucket, rq.key) == nil
+	return rq.decision == nil || rq.decision.decide("BypassGovernanceRetention", rq.bucket, key) == nil
 }
 
 // setLockHeaders sets GET/HEAD's x-amz-object-lock-* headers for callers
@@ -355,9 +355,8 @@ func setLockHeaders(rq *request, info store.ObjectInfo) {
 // lockTarget checks what every retention and legal hold call checks first:
 // a valid version id and a bucket with Object Lock.
 func (a *api) lockTarget(rq *request) (versionID string, err error) {
-	versionID = rq.q.Get("versionId")
-	if rq.q.Has("versionId") && versionID == "" {
-		return "", errInvalidVersionID
+	if versionID, err = versionParam(rq); err != nil {
+		return "", err
 	}
 	c, err := a.bucketLock(rq)
 	if err != nil {
@@ -375,12 +374,9 @@ func (a *api) lockOf(rq *request) (*store.ObjectLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, _, rd, err := a.st.GetObject(rq.ctx, rq.bucket, rq.key, store.GetOptions{VersionID: versionID}, true)
-	if rd != nil {
-		_ = rd.Close() // head=true opens nothing
-	}
+	info, err := a.headObject(rq, versionID)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q/%q: %w", rq.op, rq.bucket, rq.key, err)
+		return nil, err
 	}
 	return info.Meta.Lock, nil
 }
@@ -395,12 +391,8 @@ func (a *api) putLock(rq *request, ch store.LockChange) error {
 	if !ok {
 		return errNotImplemented.withMessage("This store keeps no Object Lock.")
 	}
-	info, err := ls.PutObjectLock(rq.ctx, rq.bucket, rq.key, versionID, ch)
-	if err != nil {
+	if _, err := ls.PutObjectLock(rq.ctx, rq.bucket, rq.key, versionID, ch); err != nil {
 		return fmt.Errorf("%s %q/%q: %w", rq.op, rq.bucket, rq.key, err)
-	}
-	if info.VersionID != "" && info.VersionID != store.NullVersion {
-		rq.w.Header().Set("x-amz-version-id", info.VersionID)
 	}
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
@@ -424,7 +416,7 @@ func (a *api) putObjectRetention(rq *request) error {
 	if err := a.readLockBody(rq, &in); err != nil {
 		return err
 	}
-	ch := store.LockChange{SetRetention: true, BypassGovernance: a.bypassGovernance(rq)}
+	ch := store.LockChange{SetRetention: true, BypassGovernance: a.bypassGovernance(rq, rq.key)}
 	switch {
 	case in.Mode == "" && in.RetainUntilDate == "": // removes the retention
 	case !isLockMode(in.Mode) || in.RetainUntilDate == "":
