@@ -442,9 +442,10 @@ func olRefusals(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 	wantAPIError(t, err, "NoSuchObjectLockConfiguration")
 	_, err = cl.GetObjectLegalHold(ctx, &s3.GetObjectLegalHoldInput{Bucket: aws.String(b), Key: aws.String("bare")})
 	wantAPIError(t, err, "NoSuchObjectLockConfiguration")
-	// Lock headers without Content-MD5 or a checksum (a raw request), and
-	// PutObjectRetention without either.
-	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + b + "/nodigest", Body: []byte("x"),
+	// Lock headers without Content-MD5, a checksum or a signed payload hash
+	// (a raw request), and PutObjectLegalHold without Content-MD5 or a
+	// checksum.
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + b + "/nodigest", Body: []byte("x"), Payload: "UNSIGNED-PAYLOAD",
 		Header: http.Header{"X-Amz-Object-Lock-Legal-Hold": {"ON"}}})
 	if status != http.StatusBadRequest || apiCodeOf(body) != "InvalidRequest" {
 		t.Fatalf("lock headers without a digest: HTTP %d %s", status, body)

@@ -287,11 +287,13 @@ func (a *api) writeLock(rq *request, withBody bool) (*store.ObjectLock, error) {
 	return &l, nil
 }
 
-// hasDigest reports whether a request carries Content-MD5 or an
-// x-amz-checksum-* value (header or trailer), which the put verifies.
+// hasDigest reports whether a request carries Content-MD5, an
+// x-amz-checksum-* value (header or trailer) or a signed payload SHA-256
+// (which auth verifies against the body as the others are), so that a
+// locked version's bytes are the ones sent.
 func hasDigest(rq *request) bool {
 	h := rq.r.Header
-	if h.Get("Content-MD5") != "" || rq.trailer != nil {
+	if h.Get("Content-MD5") != "" || rq.trailer != nil || isHexSHA256(h.Get("X-Amz-Content-Sha256")) {
 		return true
 	}
 	for k := range h {
@@ -480,4 +482,16 @@ func (a *api) postLock(frq *request) (*store.ObjectLock, error) {
 		}
 	}
 	return l, nil
+}
+
+func isHexSHA256(v string) bool {
+	if len(v) != 64 {
+		return false
+	}
+	for _, c := range v {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
