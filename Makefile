@@ -10,13 +10,14 @@ GOTESTSUM_VERSION ?= v1.13.0
 # test, so that a skip can never pass unseen.
 GOTESTSUM := $(GOBIN)/gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: help build test test-full test-short tools run lint bench scenario pgops bloat fuzz container-check clean rules fleet-soak bench-compare
+.PHONY: help build test test-full test-short tools run lint bench scenario pgops bloat fuzz container-check clean rules fleet-soak bench-compare test-versions
 
 help:
 	@echo "make run        build and serve on the embedded default (./data), or on S3GATE_DATABASE_URL"
 	@echo "make test       run every test: unit, PostgreSQL-backed, end-to-end (with -race)"
 	@echo "make test-full  make test with the whole engine x transport matrix in every suite"
 	@echo "make test-short the quick subset (-short, no 1 GiB memory test)"
+	@echo "make test-versions  the store's versioning cases at full size (300 model steps, 2,500 versions) on every engine, and the gateway's paging over 2,500 versions"
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make bench      throughput/latency against a live gateway on each engine"
 	@echo "make bench-compare  the gateway benchmarks of BASE (default main) and the working tree, alternating, as ratios"
@@ -51,6 +52,11 @@ test-full:
 
 test-short:
 	$(GO) test -short -count=1 ./...
+
+# make test runs them at a size that fits CI's time under -race.
+test-versions:
+	S3GATE_VERSION_STEPS=300 S3GATE_VERSION_COUNT=2500 $(GO) test -race -count=1 -timeout 60m -run 'TestStore/.*/Version' ./store/storetest/
+	S3GATE_VERSION_COUNT=2500 $(GO) test -race -count=1 -timeout 30m -run 'TestVersioning/.*/PagingModel' ./conformance/
 
 run: build
 	./$(BIN) serve

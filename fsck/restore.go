@@ -103,6 +103,10 @@ func restoreFindings(ctx context.Context, db Meta, opts Options, r *Report) erro
 
 func where(ref pg.BlobRef) string {
 	switch {
+	case ref.VersionID != "" && ref.Part > 0:
+		return fmt.Sprintf("version %s of object %s/%s part %d", ref.VersionID, ref.Bucket, ref.Key, ref.Part)
+	case ref.VersionID != "":
+		return fmt.Sprintf("version %s of object %s/%s", ref.VersionID, ref.Bucket, ref.Key)
 	case ref.UploadID != "":
 		return fmt.Sprintf("upload %s part %d (%s/%s)", ref.UploadID, ref.Part, ref.Bucket, ref.Key)
 	case ref.Part > 0:
@@ -147,6 +151,11 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 			for _, ref := range refs {
 				if ref.UploadID != "" {
 					done = append(done, fmt.Sprintf("left %s: abort the upload (or let UPLOAD_EXPIRY reap it)", where(ref)))
+					continue
+				}
+				if ref.VersionID != "" {
+					// A version goes for good only through the store's delete.
+					done = append(done, fmt.Sprintf("left %s: delete that version (DELETE with its versionId)", where(ref)))
 					continue
 				}
 				obj := ref.Bucket + "/" + ref.Key

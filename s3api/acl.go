@@ -344,12 +344,13 @@ func (a *api) copyACL(rq *request, src *store.CopySource, opts *store.CopyOption
 			return nil
 		}
 	}
-	info, _, rd, err := a.st.GetObject(rq.ctx, src.Bucket, src.Key, store.GetOptions{}, true)
+	info, _, rd, err := a.st.GetObject(rq.ctx, src.Bucket, src.Key, store.GetOptions{VersionID: src.VersionID}, true)
 	if rd != nil {
 		_ = rd.Close() // head=true opens nothing; close defensively
 	}
 	switch {
-	case errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket):
+	case errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) ||
+		errors.Is(err, store.ErrNoSuchVersion) || errors.Is(err, store.ErrDeleteMarker):
 		return nil // the copy answers it, after its own checks
 	case err != nil:
 		return fmt.Errorf("copy source %q/%q: %w", src.Bucket, src.Key, err)

@@ -189,8 +189,11 @@ const markerSeq = `coalesce((SELECT seq FROM object_versions WHERE bucket = ?1 A
 var versionList = listTable{table: versionRows,
 	cols: `key, seq, version_id, delete_marker, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`,
 	hit:  `hit, 0, '', 0, 0, '', 0, NULL, ''`, order: "1, 2 DESC",
-	tail: `SELECT key, seq, version_id, delete_marker, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')
-		FROM ` + versionRows + ` WHERE bucket = ?1 AND key = ?9 AND seq < ` + markerSeq}
+	// The versions after a marker are noncurrent (the current object has
+	// the largest seq), read in index order up to the limit.
+	tail: `SELECT * FROM (SELECT key, seq, version_id, delete_marker, size, etag, last_modified, checksum,
+			coalesce(json_extract(meta, '$.sc'), '') FROM object_versions
+		WHERE bucket = ?1 AND key = ?9 AND seq < ` + markerSeq + ` ORDER BY seq DESC LIMIT ?8)`}
 
 // ListObjectVersions implements store.VersionStore: the page is read from
 // one snapshot, each fetch in one statement.

@@ -22,16 +22,21 @@ type BlobRef struct {
 	Bucket, Key string // an object (whole or one of its parts)
 	UploadID    string // an upload part instead ("" for objects)
 	Part        int    // the part number, 0 for a whole object
+	VersionID   string // a noncurrent version of the object ("" for the current one)
 }
 
-// BlobReferrers lists the objects and upload parts that reference blobs ids.
+// BlobReferrers lists the objects, noncurrent versions and upload parts that
+// reference blobs ids.
 func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]BlobRef, error) {
 	rows, err := g.db.Query(ctx, `
-		SELECT blob_id, bucket, key, '', 0 FROM objects WHERE blob_id = ANY($1)
-		UNION ALL SELECT blob_id, bucket, key, '', part_number FROM object_parts WHERE blob_id = ANY($1)
-		UNION ALL SELECT u.blob_id, up.bucket, up.key, u.upload_id, u.part_number
+		SELECT blob_id, bucket, key, '', 0, '' FROM objects WHERE blob_id = ANY($1)
+		UNION ALL SELECT blob_id, bucket, key, '', part_number, '' FROM object_parts WHERE blob_id = ANY($1)
+		UNION ALL SELECT u.blob_id, up.bucket, up.key, u.upload_id, u.part_number, ''
 		          FROM upload_parts u JOIN uploads up ON up.upload_id = u.upload_id WHERE u.blob_id = ANY($1)
-		ORDER BY 2, 3, 4, 5`, ids)
+		UNION ALL SELECT blob_id, bucket, key, '', 0, version_id FROM object_versions WHERE blob_id = ANY($1)
+		UNION ALL SELECT p.blob_id, v.bucket, v.key, '', p.part_number, v.version_id
+		          FROM version_parts p JOIN object_versions v ON v.seq = p.seq WHERE p.blob_id = ANY($1)
+		ORDER BY 2, 3, 4, 6, 5`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("blob referrers: %w", err)
 	}

@@ -173,9 +173,11 @@ const markerSeq = `coalesce((SELECT seq FROM object_versions WHERE bucket = $1 A
 var versionList = listTable{table: versionRows,
 	cols: `o.key, o.seq, o.version_id, o.delete_marker, o.size, o.etag, o.last_modified, o.checksum, coalesce(o.meta->>'sc', '')`,
 	hit:  `hit, 0::bigint, '', false, 0::bigint, '', 'epoch'::timestamptz, NULL::jsonb, ''`, order: "1, 2 DESC",
-	tail: `SELECT o.key, o.seq, o.version_id, o.delete_marker, o.size, o.etag, o.last_modified, o.checksum,
-			coalesce(o.meta->>'sc', '') FROM ` + versionRows + ` o
-		WHERE o.bucket = $1 AND o.key = $T AND o.seq < ` + markerSeq}
+	// The versions after a marker are noncurrent (the current object has
+	// the largest seq), read in index order up to the limit.
+	tail: `SELECT * FROM (SELECT o.key, o.seq, o.version_id, o.delete_marker, o.size, o.etag, o.last_modified, o.checksum,
+			coalesce(o.meta->>'sc', '') FROM object_versions o
+		WHERE o.bucket = $1 AND o.key = $T AND o.seq < ` + markerSeq + ` ORDER BY o.seq DESC LIMIT $L) t`}
 
 // ListObjectVersions implements store.VersionStore: each fetch is one
 // statement over the current and the noncurrent versions.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -26,6 +28,22 @@ var versionTests = []test{
 	{"VersionReplaceMeta", testVersionReplaceMeta},
 	{"VersionDeleteBucket", testVersionDeleteBucket},
 	{"VersionConcurrentPuts", testVersionConcurrentPuts},
+}
+
+// versionScale reads the size of the long versioning cases from the
+// environment (make test-versions sets them), else def: the default run
+// stays short, under the race detector on every engine too.
+func versionScale(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
 }
 
 // mver is one version in the model: newest first in its key's list.
@@ -191,7 +209,7 @@ func (v *Env) checkVersionReads(t *testing.T, bucket, key string, vs []mver) {
 // sizes) and the reads by id of the key it touched.
 func testVersionModel(t *testing.T, v *Env) {
 	ctx := context.Background()
-	const steps = 300
+	steps := versionScale(t, "S3GATE_VERSION_STEPS", 40)
 	keys := []string{"a", "a/b", "c", "d/e/f"}
 	r := rand.New(rand.NewPCG(14, 12))
 	m := &vmodel{keys: map[string][]mver{}}
@@ -414,13 +432,13 @@ func testVersionPromotion(t *testing.T, v *Env) {
 	}
 }
 
-// testVersionPaging: 2,500 versions of a few keys page exactly in pages of
-// 1000 and of 7, markers within a key included.
+// testVersionPaging: versions of a few keys (2,500 in make test-versions)
+// page exactly in pages of 1000 and of 7, markers within a key included.
 func testVersionPaging(t *testing.T, v *Env) {
 	ctx := context.Background()
 	v.setVersioning(t, "b", store.VersioningEnabled)
 	m := &vmodel{keys: map[string][]mver{}}
-	const total = 2500
+	total := versionScale(t, "S3GATE_VERSION_COUNT", 200) / 5 * 5
 	keys := []string{"k1", "k2", "k3", "k4", "k5"}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -535,11 +553,12 @@ func testVersionCopy(t *testing.T, v *Env) {
 		t.Fatal(err)
 	}
 	v.checkVersionReads(t, "b", "dst", []mver{{id: cp.VersionID, data: mp}})
-	got, _ := v.listAllVersions(t, "b", store.ListVersionsParams{Prefix: "src"})
-	if len(got) != 3 || got[0].VersionID != back.VersionID || got[2].VersionID != mpInfo.VersionID {
-		t.Fatalf("versions of src: %s", brief(got))
+	listed, _ := v.listAllVersions(t, "b", store.ListVersionsParams{Prefix: "src"})
+	if len(listed) != 3 || listed[0].VersionID != back.VersionID || listed[2].VersionID != mpInfo.VersionID {
+		t.Fatalf("versions of src: %s", brief(listed))
 	}
-	v.checkVersionReads(t, "b", "src", []mver{{id: back.VersionID, data: mp}, {id: got[1].VersionID, data: []byte("newer")}, {id: mpInfo.VersionID, data: mp}})
+	v.checkVersionReads(t, "b", "src", []mver{{id: back.VersionID, data: mp}, {id: listed[1].VersionID, data: []byte("newer")}, {id: mpInfo.VersionID, data: mp}})
+	var got []byte
 	// A copy of the current version onto its own key (metadata replaced)
 	// makes a new version on a versioned bucket.
 	self, err := v.Store.CopyObject(ctx, store.CopySource{Bucket: "b", Key: "src"}, "b", "src",
@@ -548,6 +567,30 @@ func testVersionCopy(t *testing.T, v *Env) {
 		t.Fatalf("self copy: %+v, %v", self, err)
 	}
 	v.checkVersionReads(t, "b", "src", []mver{{id: self.VersionID, data: mp}, {id: back.VersionID, data: mp}})
+	// UploadPartCopy from a noncurrent version: by reference (the whole of
+	// a single blob) and by bytes (a range of it).
+	old := Bytes(41, store.MinPartSize+100)
+	oldInfo := v.put(t, "b", "parts-src", old)
+	v.put(t, "b", "parts-src", []byte("newer"))
+	u, err := v.Store.CreateMultipartUpload(ctx, "b", "parts", store.ObjectMeta{}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := store.CopySource{Bucket: "b", Key: "parts-src", VersionID: oldInfo.VersionID}
+	p1, err := v.Store.UploadPartCopy(ctx, src, "b", "parts", u.UploadID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Range = &store.ByteRange{Start: 10, End: 99}
+	p2, err := v.Store.UploadPartCopy(ctx, src, "b", "parts", u.UploadID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Store.CompleteMultipartUpload(ctx, "b", "parts", u.UploadID, completeAll([]store.PartInfo{p1, p2}), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, got = v.get(t, "b", "parts", store.GetOptions{})
+	SameBytes(t, "parts copied from a noncurrent version", got, slices.Concat(old, old[10:100]))
 	// A delete marker cannot be a copy source.
 	del, err := v.Store.DeleteObjectVersion(ctx, "b", "src", store.DeleteOptions{})
 	if err != nil {
