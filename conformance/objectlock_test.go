@@ -51,6 +51,9 @@ func TestObjectLock(t *testing.T) {
 			t.Run("DefaultRetention", func(t *testing.T) { olDefaultRetention(t, cl) })
 			t.Run("ExactXML", func(t *testing.T) { olExactXML(t, gw, cl) })
 			t.Run("Refusals", func(t *testing.T) { olRefusals(t, gw, cl) })
+			if engine == testgw.Embedded { // restic's requests do not depend on the engine
+				t.Run("Restic", func(t *testing.T) { olRestic(t, gw, cl) })
+			}
 		})
 	}
 }
@@ -469,4 +472,77 @@ func apiCodeOf(body []byte) string {
 		return ""
 	}
 	return code
+}
+
+// olRestic: a restic backup into a bucket with a COMPLIANCE default
+// retention survives `forget --prune` by the same key, and so does every
+// pack it deleted: prune's deletes only add delete markers, and deleting
+// the packs' versions by id, as an attacker holding the key would, is
+// refused for every one of them.
+func olRestic(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
+	needBinary(t, "restic", "restic")
+	ctx := testCtx(t, 3*time.Minute)
+	b := lockBucket(t, cl, "olrestic")
+	if _, err := cl.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: aws.String(b),
+		ObjectLockConfiguration: &types.ObjectLockConfiguration{ObjectLockEnabled: types.ObjectLockEnabledEnabled,
+			Rule: &types.ObjectLockRule{DefaultRetention: &types.DefaultRetention{Mode: types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	rs := newTool(t, "restic", "RESTIC_REPOSITORY=s3:"+gw.Endpoint+"/"+b+"/repo", "RESTIC_PASSWORD=s3gate-conformance",
+		"AWS_ACCESS_KEY_ID="+gw.AccessKey, "AWS_SECRET_ACCESS_KEY="+gw.SecretKey)
+	base := []string{"--quiet", "-o", "s3.bucket-lookup=path"}
+	if gw.CAFile != "" {
+		base = append(base, "--cacert", gw.CAFile)
+	}
+	run := func(args ...string) string { return rs.run(t, append(append([]string{}, base...), args...)...) }
+	tree := t.TempDir()
+	for i := range 4 {
+		writeFile(t, fmt.Sprintf("%s/f%d", tree, i), strings.Repeat(fmt.Sprintf("file %d ", i), 40000+i))
+	}
+	run("init")
+	run("backup", "--host", "s3gate-test", tree)
+	for i := range 4 { // a second snapshot whose data replaces all of the first
+		writeFile(t, fmt.Sprintf("%s/f%d", tree, i), strings.Repeat(fmt.Sprintf("changed %d ", i), 30000+i))
+	}
+	run("backup", "--host", "s3gate-test", tree)
+	packs := map[string]string{} // key -> version id of every pack written
+	for _, v := range allVersions(t, cl, b, "repo/data/") {
+		packs[aws.ToString(v.Key)] = aws.ToString(v.VersionId)
+	}
+	run("forget", "--keep-last", "1", "--prune", "--max-unused", "0")
+	current := keySet(listObjects(t, cl, b, "repo/data/"))
+	pruned := 0
+	for k, vid := range packs {
+		if current[k] {
+			continue
+		}
+		pruned++
+		out, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b), Key: aws.String(k), VersionId: aws.String(vid)})
+		if err != nil || out.ObjectLockMode != types.ObjectLockModeCompliance {
+			t.Fatalf("pruned pack %s: version %s: mode %q, %v", k, vid, out.ObjectLockMode, err)
+		}
+		wantAPIError(t, deleteVersion(ctx, cl, b, k, vid, true), "AccessDenied")
+	}
+	if pruned == 0 {
+		t.Fatalf("restic's prune deleted none of the %d packs: the test proves nothing", len(packs))
+	}
+	t.Logf("restic prune deleted %d of %d packs; every one of them is still stored and locked", pruned, len(packs))
+}
+
+// allVersions lists every version under prefix.
+func allVersions(t *testing.T, cl *s3.Client, b, prefix string) []types.ObjectVersion {
+	t.Helper()
+	var out []types.ObjectVersion
+	in := &s3.ListObjectVersionsInput{Bucket: aws.String(b), Prefix: aws.String(prefix)}
+	for {
+		page, err := cl.ListObjectVersions(testCtx(t, time.Minute), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Versions...)
+		if !aws.ToBool(page.IsTruncated) {
+			return out
+		}
+		in.KeyMarker, in.VersionIdMarker = page.NextKeyMarker, page.NextVersionIdMarker
+	}
 }
