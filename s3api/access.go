@@ -153,6 +153,11 @@ func (ac *access) authorize(rq *request) error {
 	if err == nil && rq.r.Header.Get("x-amz-tagging") != "" && slices.Contains(taggingOps, rq.op) {
 		err = g.decide("PutObjectTagging", rq.bucket, rq.key) // as AWS: tags on a write need their own action
 	}
+	for _, op := range lockWriteActions(rq) { // and so do Object Lock headers
+		if err == nil {
+			err = g.decide(op, rq.bucket, rq.key)
+		}
+	}
 	if err != nil && rq.anonymous && missing {
 		// AWS tells anyone that a bucket does not exist.
 		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)

@@ -118,8 +118,12 @@ func (a *api) createBucket(rq *request) error {
 			return err
 		}
 	}
-	if err := checkObjectLockEnabled(rq.r.Header); err != nil {
+	lock, err := parseObjectLockEnabled(rq.r.Header)
+	if err != nil {
 		return err
+	}
+	if _, err := a.policyConfigs(); lock && err != nil {
+		return err // refused before the bucket exists
 	}
 	body, err := readBody(rq, a.cfg.MaxXMLBody)
 	if err != nil {
@@ -134,8 +138,8 @@ func (a *api) createBucket(rq *request) error {
 	}
 	err = a.st.CreateBucket(rq.ctx, rq.bucket, a.cfg.Region)
 	created := err == nil
-	if errors.Is(err, store.ErrBucketExists) && a.cfg.Region == defaultRegion {
-		err = nil // AWS's legacy us-east-1 answer for a bucket the caller owns
+	if errors.Is(err, store.ErrBucketExists) && a.cfg.Region == defaultRegion && !lock {
+		err = nil // AWS's legacy us-east-1 answer for a bucket the caller owns (not one it asks Object Lock of)
 	}
 	if err != nil {
 		return fmt.Errorf("create bucket %q: %w", rq.bucket, err)
@@ -143,6 +147,11 @@ func (a *api) createBucket(rq *request) error {
 	if created {
 		if err := a.createConfigs(rq, acl, ownership); err != nil {
 			return err
+		}
+		if lock {
+			if err := a.createLockBucket(rq); err != nil {
+				return err
+			}
 		}
 	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)

@@ -125,7 +125,7 @@ func TestSubresources(t *testing.T) {
 		{"PUT", "/bkt?lifecycle", nil, 501, "NotImplemented", ""},
 		{"PUT", "/bkt?cors", nil, 400, "InvalidRequest", ""}, // the CORS API: no Content-MD5 for no body
 		{"PUT", "/bkt?encryption", nil, 501, "NotImplemented", ""},
-		{"PUT", "/bkt?object-lock", nil, 501, "NotImplemented", ""},
+		{"PUT", "/bkt?object-lock", nil, 400, "InvalidRequest", ""}, // no Content-MD5 for no body
 		{"PUT", "/bkt?replication", nil, 501, "NotImplemented", ""},
 		{"PUT", "/bkt?website", nil, 501, "NotImplemented", ""},
 		{"GET", "/bkt?notification", nil, 501, "NotImplemented", ""},
@@ -135,7 +135,7 @@ func TestSubresources(t *testing.T) {
 		{"POST", "/bkt", nil, 412, "PreconditionFailed", ""},      // POST Object wants a form
 		{"PUT", "/bkt/obj?tagging", nil, 400, "MalformedXML", ""}, // no Tagging body
 		{"GET", "/bkt/obj?retention", nil, 400, "InvalidRequest", ""},
-		{"PUT", "/bkt/obj?legal-hold", nil, 501, "NotImplemented", ""},
+		{"PUT", "/bkt/obj?legal-hold", nil, 400, "InvalidRequest", ""}, // no Content-MD5 for no body
 		{"POST", "/bkt/obj?restore", nil, 501, "NotImplemented", ""},
 		{"POST", "/bkt/obj?select&select-type=2", nil, 501, "NotImplemented", ""},
 		{"GET", "/bkt/obj?attributes", nil, 400, "InvalidArgument", ""},

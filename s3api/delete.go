@@ -91,7 +91,7 @@ func (a *api) deleteObjects(rq *request) error {
 		case a.allowKey(rq, o.Key, vid) != nil:
 			refuse(o.Key, vid, errAccessDenied)
 		default:
-			ids = append(ids, store.ObjectID{Key: o.Key, VersionID: vid})
+			ids = append(ids, store.ObjectID{Key: o.Key, VersionID: vid, BypassGovernance: a.bypassGovernance(rq, o.Key)})
 			versioned = versioned || vid != ""
 		}
 	}

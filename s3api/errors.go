@@ -120,6 +120,8 @@ var storeErrors = []struct {
 	{store.ErrUnavailable, errServiceUnavailable},
 	{store.ErrConditionalConflict, &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."}},
 	{store.ErrNoBucketConfigs, errNotImplemented.withMessage("This metadata engine keeps no bucket configuration.")},
+	{store.ErrObjectLocked, errAccessDenied},
+	{store.ErrRetentionInPast, errLockDate},
 	{store.ErrNoSuchVersion, errNoSuchVersion},
 	{store.ErrDeleteMarker, errMethodNotAllowed},
 	{store.ErrInvalidBucketState, &apiError{"InvalidBucketState", http.StatusConflict, "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed."}},

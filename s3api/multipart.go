@@ -33,6 +33,9 @@ func (a *api) createMultipartUpload(rq *request) error {
 		return err
 	}
 	meta.ACL = acl // applied at Complete, with the rest of the metadata
+	if meta.Lock, err = a.writeLock(rq, false); err != nil {
+		return err
+	}
 	alg, err := parseChecksumAlgorithm(h)
 	if err != nil {
 		return err

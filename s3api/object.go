@@ -30,6 +30,9 @@ func (a *api) putObject(rq *request) error {
 		return err
 	}
 	opts.Meta.ACL = acl
+	if opts.Meta.Lock, err = a.writeLock(rq, true); err != nil {
+		return err
+	}
 	if err := a.precheckWrite(rq, opts); err != nil {
 		return err
 	}
@@ -116,6 +119,7 @@ func (a *api) getObject(rq *request) error {
 	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
 		return err
 	}
+	setLockHeaders(rq, info)
 	h := rq.w.Header()
 	length, status := info.Size, http.StatusOK
 	if rng != nil {
@@ -214,7 +218,7 @@ func (a *api) deleteObject(rq *request) error {
 		rq.w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	res, err := a.st.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, store.DeleteOptions{VersionID: vid})
+	res, err := a.st.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, store.DeleteOptions{VersionID: vid, BypassGovernance: a.bypassGovernance(rq, rq.key)})
 	if err != nil {
 		return fmt.Errorf("delete object %q/%q version %q: %w", rq.bucket, rq.key, vid, err)
 	}
@@ -323,6 +327,9 @@ func (a *api) copyObject(rq *request) error {
 		return errSelfCopy
 	}
 	if err := a.copyACL(rq, &src, &opts, acl, tags); err != nil {
+		return err
+	}
+	if opts.Lock, err = a.writeLock(rq, false); err != nil {
 		return err
 	}
 	info, err := a.st.CopyObject(rq.ctx, src, rq.bucket, rq.key, opts)

@@ -397,7 +397,11 @@ func (a *api) postPutOptions(rq *request, fields map[string]string) (store.PutOp
 		return store.PutOptions{}, err
 	}
 	opts, err := putOptions(&request{r: frq.r, size: -1}, true)
+	if err != nil {
+		return opts, err
+	}
 	opts.Meta.ACL = acl
+	opts.Meta.Lock, err = a.postLock(&frq)
 	return opts, err
 }
 

@@ -12,8 +12,8 @@ import (
 // clear error rather than accepted and ignored: a backup tool that sets a
 // retention must never believe it got one (design §4, invariant 10).
 
-// errNoObjectLock is AWS's answer to an Object Lock header on a bucket
-// without Object Lock, which every bucket here is.
+// errNoObjectLock is AWS's answer to an Object Lock header or call on a
+// bucket without Object Lock (objectlock.go honours them on the others).
 var errNoObjectLock = errInvalidRequest.withMessage("Bucket is missing Object Lock Configuration")
 
 // storageClassesAWS are the names AWS accepts in x-amz-storage-class.
@@ -82,14 +82,10 @@ func checkEncryption(h http.Header) error {
 
 // checkWriteFeatures refuses the headers of PutObject, CopyObject and
 // CreateMultipartUpload that would change what is stored in ways s3gate
-// does not honour: Object Lock, website redirects. (Storage classes
-// are read, and refused, with the metadata: parseStorageClass.)
+// does not honour: website redirects, appends. (Storage classes are read,
+// and refused, with the metadata: parseStorageClass; Object Lock headers by
+// writeLock.)
 func checkWriteFeatures(h http.Header) error {
-	for _, name := range []string{"x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold"} {
-		if _, ok := h[http.CanonicalHeaderKey(name)]; ok {
-			return errNoObjectLock
-		}
-	}
 	if h.Get("x-amz-website-redirect-location") != "" {
 		return errNotImplemented.withMessage("x-amz-website-redirect-location is not supported: s3gate serves no website endpoints.")
 	}
@@ -145,20 +141,6 @@ func checkIfNoneMatchWrite(h http.Header) error {
 	return nil
 }
 
-// checkObjectLockEnabled reads CreateBucket's
-// x-amz-bucket-object-lock-enabled: "true" asks for Object Lock, which s3gate
-// does not have.
-func checkObjectLockEnabled(h http.Header) error {
-	switch v := strings.ToLower(strings.TrimSpace(h.Get("x-amz-bucket-object-lock-enabled"))); v {
-	case "", "false":
-		return nil
-	case "true":
-		return errNotImplemented.withMessage("Object Lock is not supported: s3gate cannot make objects immutable, so it creates no bucket with Object Lock enabled.")
-	default:
-		return errInvalidArgument.withMessage("Invalid x-amz-bucket-object-lock-enabled value: it must be true or false.")
-	}
-}
-
 // checkExpectedOwner compares x-amz-expected-bucket-owner (and, for copies,
 // x-amz-source-expected-bucket-owner) with the owner id this gateway reports
 // for the caller's buckets (ownerOf): a mismatch is AccessDenied, as on AWS.
@@ -170,14 +152,4 @@ func checkExpectedOwner(rq *request) error {
 		}
 	}
 	return nil
-}
-
-// objectLockNotConfigured answers GetObjectRetention and GetObjectLegalHold:
-// after checking the object exists, AWS's answer for a bucket without Object
-// Lock.
-func (a *api) objectLockNotConfigured(rq *request) error {
-	if _, err := a.headVersion(rq); err != nil {
-		return err
-	}
-	return errNoObjectLock
 }

@@ -101,6 +101,9 @@ type ObjectMeta struct {
 	// Tags are the object's tags in the order given (at most 10, keys
 	// unique; s3api checks S3's limits).
 	Tags []Tag `json:"tags,omitempty"`
+	// Lock is the version's Object Lock state (retention, legal hold); nil
+	// for none.
+	Lock *ObjectLock `json:"lock,omitempty"`
 }
 
 // Tag is one key/value tag of an object or a bucket.
@@ -312,6 +315,10 @@ type CopyOptions struct {
 	// StorageClass is the destination's, from the copy request whatever the
 	// metadata directive ("" for STANDARD), as in S3.
 	StorageClass string
+	// Lock is the destination's Object Lock state, from the copy request or
+	// the bucket's default retention (s3api): the source's never travels,
+	// as in S3.
+	Lock *ObjectLock
 }
 
 // DeleteResult is the outcome for one key of DeleteObjects.

@@ -79,6 +79,8 @@ var (
 type ObjectID struct {
 	Key       string
 	VersionID string
+	// BypassGovernance is DeleteOptions.BypassGovernance for this entry.
+	BypassGovernance bool
 }
 
 // DeleteOptions are the inputs of DeleteObjectVersion besides the key.
@@ -96,6 +98,11 @@ type DeleteOptions struct {
 	// IfMatchLastModified, if set, deletes only while the version's
 	// last-modified time is this one.
 	IfMatchLastModified *time.Time
+	// BypassGovernance lets a removal for good pass a GOVERNANCE retention
+	// (x-amz-bypass-governance-retention with s3:BypassGovernanceRetention,
+	// which s3api checks). Nothing passes a COMPLIANCE retention or a legal
+	// hold.
+	BypassGovernance bool
 }
 
 // DeleteVersionResult is the outcome of deleting one key or version.

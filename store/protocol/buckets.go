@@ -78,7 +78,8 @@ func GetBucketCors(ctx context.Context, c store.BucketConfigStore, bucket string
 func CheckBucketConfig(name, value string) error {
 	switch name {
 	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
-		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging:
+		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging,
+		store.BucketConfigObjectLock:
 	case store.BucketConfigVersioning:
 		if value != store.VersioningEnabled && value != store.VersioningSuspended {
 			return fmt.Errorf("%w: versioning status %q", store.ErrInvalidArgument, value)

@@ -53,6 +53,7 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if opts.ReplaceMeta {
 			out.Meta = opts.Meta
 		}
+		out.Meta.Lock = opts.Lock // a copy's lock is its own (ADR 016)
 		out.Meta.StorageClass = opts.StorageClass
 		if opts.Checksum != nil {
 			out.Checksum = *opts.Checksum

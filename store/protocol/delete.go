@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/s3gate/s3gate/fleet"
@@ -127,7 +128,11 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.Obje
 			}
 		}
 		for i, id := range ids {
-			r, err := deleteOne(ctx, tx, bucket, id.Key, store.DeleteOptions{VersionID: id.VersionID})
+			r, err := deleteOne(ctx, tx, bucket, id.Key, store.DeleteOptions{VersionID: id.VersionID, BypassGovernance: id.BypassGovernance})
+			if errors.Is(err, store.ErrObjectLocked) {
+				// Refused before anything of it changed: this entry alone fails.
+				r, err = store.DeleteVersionResult{Key: id.Key, VersionID: id.VersionID, Err: err}, nil
+			}
 			if err != nil {
 				return err
 			}

@@ -145,6 +145,15 @@ type Tx interface {
 	// DropBlob deletes owner's pin rows of blob id and the blob row (a
 	// placeholder nothing references; row pins only).
 	DropBlob(ctx context.Context, id int64, owner string) error
+	// Now is the database's clock, the one Object Lock's retention is
+	// judged by: clock_timestamp() on PostgreSQL, the process clock on the
+	// embedded engine (which is the database there).
+	Now(ctx context.Context) (time.Time, error)
+	// VersionLock reads the Object Lock state of the version versionID of
+	// bucket/key (current or not; nil if it has none or does not exist) and
+	// the database's clock, in one statement. The caller holds the key's
+	// object lock.
+	VersionLock(ctx context.Context, bucket, key, versionID string) (*store.ObjectLock, time.Time, error)
 }
 
 // Blob is a blob row to upsert.

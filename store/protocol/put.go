@@ -190,6 +190,9 @@ func writeOver(ctx context.Context, tx Tx, cur Current, o ObjectRow, opts store.
 	case store.VersioningEnabled:
 		o.VersionID = store.NewVersionID()
 	case store.VersioningSuspended:
+		if err := checkRemove(ctx, tx, o.Bucket, o.Key, store.NullVersion, false); err != nil {
+			return Written{}, err // the null version goes (a bucket with Object Lock is never suspended)
+		}
 		if !cur.Exists || cur.VersionID != store.NullVersion {
 			// A key has one null version at most: a noncurrent one goes.
 			if _, err := tx.DropVersion(ctx, o.Bucket, o.Key, store.NullVersion); err != nil {
@@ -198,6 +201,9 @@ func writeOver(ctx context.Context, tx Tx, cur Current, o ObjectRow, opts store.
 		}
 	}
 	if w.LastModified, err = tx.PutObjectRow(ctx, o); err != nil {
+		return Written{}, err
+	}
+	if err := resolveLock(ctx, tx, o, w.LastModified); err != nil {
 		return Written{}, err
 	}
 	w.VersionID = o.VersionID

@@ -24,6 +24,13 @@ func SetBucketVersioning(ctx context.Context, c store.BucketConfigStore, bucket,
 	if status != store.VersioningEnabled && status != store.VersioningSuspended {
 		return fmt.Errorf("set versioning of %q: %w: versioning status %q", bucket, store.ErrInvalidArgument, status)
 	}
+	cfgs, err := c.BucketConfigs(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("set versioning of %q: %w", bucket, err)
+	}
+	if err := CheckVersioningChange(cfgs[store.BucketConfigObjectLock], status); err != nil {
+		return fmt.Errorf("set versioning of %q: %w", bucket, err)
+	}
 	if err := c.PutBucketConfig(ctx, bucket, store.BucketConfigVersioning, status); err != nil {
 		return fmt.Errorf("set versioning of %q: %w", bucket, err)
 	}
@@ -80,6 +87,11 @@ func deleteOne(ctx context.Context, tx Tx, bucket, key string, opts store.Delete
 		}
 		return res, err
 	}
+	if cur.Versioning == store.VersioningSuspended {
+		if err := checkRemove(ctx, tx, bucket, key, store.NullVersion, false); err != nil {
+			return res, err // the null version goes (a bucket with Object Lock is never suspended)
+		}
+	}
 	if cur.demotes() {
 		if _, err := tx.DemoteCurrent(ctx, bucket, key); err != nil {
 			return res, err
@@ -116,6 +128,9 @@ func deleteVersion(ctx context.Context, tx Tx, bucket, key string, opts store.De
 	if err := checkDelete(opts, v.Found, v.ETag, v.LastModified); err != nil || !v.Found {
 		return res, err
 	}
+	if err := checkRemove(ctx, tx, bucket, key, opts.VersionID, opts.BypassGovernance); err != nil {
+		return res, err
+	}
 	res.DeleteMarker = v.DeleteMarker
 	if v.Current {
 		err = tx.DeleteObjects(ctx, bucket, []string{key})
@@ -144,6 +159,7 @@ func (s *Store) ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, e
 		if etag != "" && r.Info.ETag != etag {
 			return fmt.Errorf("%w: the object changed (ETag %s, expected %s)", store.ErrPreconditionFailed, r.Info.ETag, etag)
 		}
+		meta.Lock = r.Info.Meta.Lock // changed only by PutObjectLock, under its rules
 		if err := tx.ReplaceMeta(ctx, bucket, key, r.Seq, meta); err != nil {
 			return err
 		}

@@ -96,6 +96,7 @@ var tests = []test{
 	{"ConditionalPutRace", testConditionalPutRace},
 	{"BucketCors", testBucketCors},
 	{"BucketCorsRace", testBucketCorsRace},
+	{"ObjectLock", testObjectLock},
 }
 
 // Run runs the suite, each test as a parallel subtest on its own engine from
