@@ -48,6 +48,7 @@ func (a *api) putObject(rq *request) error {
 	h := rq.w.Header()
 	h.Set("ETag", quoteETag(info.ETag))
 	setChecksumHeader(h, info.Checksum)
+	a.setExpiration(rq, info, opts.Meta.Tags)
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -116,6 +117,7 @@ func (a *api) getObject(rq *request) error {
 		return fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err)
 	}
 	setObjectHeaders(rq, info)
+	a.setExpiration(rq, info, info.Meta.Tags)
 	h := rq.w.Header()
 	length, status := info.Size, http.StatusOK
 	if rng != nil {

@@ -212,7 +212,7 @@ var handlers = map[string]handlerFunc{
 	"GetBucketCors":                   (*api).getBucketCors,
 	"PutBucketCors":                   (*api).putBucketCors,
 	"DeleteBucketCors":                (*api).deleteBucketCors,
-	"GetBucketLifecycleConfiguration": notFoundConfig(notFoundDefault("NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist")),
+	"GetBucketLifecycleConfiguration": (*api).getBucketLifecycle,
 	"GetBucketEncryption":             notFoundConfig(notFoundDefault("ServerSideEncryptionConfigurationNotFoundError", "The server side encryption configuration was not found")),
 	"GetObjectLockConfiguration":      notFoundConfig(notFoundDefault("ObjectLockConfigurationNotFoundError", "Object Lock configuration does not exist for this bucket")),
 	"GetBucketWebsite":                notFoundConfig(notFoundDefault("NoSuchWebsiteConfiguration", "The specified bucket does not have a website configuration")),
@@ -220,6 +220,9 @@ var handlers = map[string]handlerFunc{
 	"GetBucketOwnershipControls":      (*api).getOwnershipControls,
 	"PutBucketOwnershipControls":      (*api).putOwnershipControls,
 	"DeleteBucketOwnershipControls":   (*api).deleteOwnershipControls,
+
+	"PutBucketLifecycleConfiguration":    (*api).putBucketLifecycle,
+	"DeleteBucketLifecycleConfiguration": (*api).deleteBucketLifecycle,
 
 	"PutBucketPolicy":         (*api).putBucketPolicy,
 	"GetBucketPolicy":         (*api).getBucketPolicy,
