@@ -22,7 +22,7 @@ import (
 
 // ConfigName is the bucket configuration document (store.BucketConfigStore)
 // that keeps a bucket's lifecycle rules, as JSON of Configuration.
-const ConfigName = "lifecycle"
+const ConfigName = store.BucketConfigLifecycle
 
 // Limits of a configuration (S3's).
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,6 +35,13 @@ func (s *Server) lifecycleRunner(ctx context.Context, m *lifecycle.Metrics) (*li
 			Now:     func(context.Context) (time.Time, error) { return time.Now(), nil },
 		},
 		Lease: lease.Config{Holder: string(s.InstanceID())},
+	}
+	if r.Lease.Holder == "" { // not in fleet mode: this process
+		host, err := os.Hostname()
+		if err != nil {
+			host = "unknown"
+		}
+		r.Lease.Holder = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	if e, ok := s.engine.(interface{ Pool() *pgxpool.Pool }); ok {
 		pool := e.Pool()

@@ -79,6 +79,7 @@ func CheckBucketConfig(name, value string) error {
 	switch name {
 	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
 		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging:
+	case store.BucketConfigLifecycle:
 	default:
 		return fmt.Errorf("%w: unknown bucket configuration %q", store.ErrInvalidArgument, name)
 	}
