@@ -676,3 +676,7 @@ func (m *memStore) DeleteObjectVersions(ctx context.Context, bucket string, ids 
 func (m *memStore) ListObjectVersions(context.Context, string, store.ListVersionsParams) (store.ListVersionsResult, error) {
 	return store.ListVersionsResult{}, store.ErrNotImplemented
 }
+
+func (m *memStore) ReplaceObjectMeta(context.Context, string, string, string, string, store.ObjectMeta) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, store.ErrNotImplemented
+}

@@ -345,3 +345,7 @@ func (f *fakeEngine) ListObjectVersions(context.Context, string, ListVersionsPar
 	f.rec("ListObjectVersions")
 	return ListVersionsResult{}, nil
 }
+func (f *fakeEngine) ReplaceObjectMeta(_ context.Context, bucket, key, versionID, _ string, meta ObjectMeta) (ObjectInfo, error) {
+	f.rec("ReplaceObjectMeta")
+	return ObjectInfo{Bucket: bucket, Key: key, VersionID: versionID, Meta: meta}, nil
+}

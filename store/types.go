@@ -438,7 +438,8 @@ type BlobStats struct {
 	// row counted (garbage not yet collected and upload parts included). The
 	// tiers the engine can use are present even when empty.
 	Tiers map[string]TierStats
-	// LogicalBytes is the sum of the sizes of all objects: what clients stored.
+	// LogicalBytes is the sum of the sizes of all objects, noncurrent versions
+	// included: what clients stored.
 	LogicalBytes int64
 	// ReferencedBytes is the size of the distinct blobs that objects reference
 	// (directly or as parts): what storing LogicalBytes took after dedup.

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -17,6 +19,42 @@ const (
 // NullVersion is the version id of an object written while its bucket had no
 // versioning or had it suspended.
 const NullVersion = "null"
+
+// BucketConfigVersioning is the bucket configuration document that holds the
+// bucket's versioning state (VersioningEnabled or VersioningSuspended); a
+// bucket without it never had versioning.
+const BucketConfigVersioning = "versioning"
+
+// versionIDBytes is the randomness of a version id: 24 bytes are 32
+// base64url characters.
+const versionIDBytes = 24
+
+// NewVersionID returns a fresh version id: 32 random base64url characters
+// (never NullVersion). Nothing orders versions by their ids.
+func NewVersionID() string {
+	var b [versionIDBytes]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the process instead)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ValidVersionID reports whether id can name a version: NullVersion or the
+// form NewVersionID gives.
+func ValidVersionID(id string) bool {
+	if id == NullVersion {
+		return true
+	}
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	return err == nil && len(b) == versionIDBytes
+}
+
+// CheckVersionID is nil for "" (the latest) and a valid id, else S3's
+// InvalidArgument.
+func CheckVersionID(id string) error {
+	if id != "" && !ValidVersionID(id) {
+		return fmt.Errorf("%w: Invalid version id specified", ErrInvalidArgument)
+	}
+	return nil
+}
 
 // Versioning errors. s3api maps them to S3's codes.
 var (
@@ -115,6 +153,11 @@ type VersionStore interface {
 	DeleteObjectVersions(ctx context.Context, bucket string, ids []ObjectID) ([]DeleteVersionResult, error)
 	// ListObjectVersions lists every version and delete marker.
 	ListObjectVersions(ctx context.Context, bucket string, p ListVersionsParams) (ListVersionsResult, error)
+	// ReplaceObjectMeta replaces the metadata of one version (the latest
+	// when versionID is "") while its ETag is still etag (else
+	// ErrPreconditionFailed), keeping its content, version id and
+	// last-modified time: tagging and ACL changes make no new version.
+	ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, etag string, meta ObjectMeta) (ObjectInfo, error)
 }
 
 // SetBucketVersioning implements VersionStore; status is Enabled or
@@ -159,4 +202,13 @@ func (s *Store) ListObjectVersions(ctx context.Context, bucket string, p ListVer
 		p.MaxKeys = MaxListKeys
 	}
 	return s.e.ListObjectVersions(ctx, bucket, p)
+}
+
+// ReplaceObjectMeta implements VersionStore; an invalid key is reported as
+// such.
+func (s *Store) ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, etag string, meta ObjectMeta) (ObjectInfo, error) {
+	if err := ValidKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	return s.e.ReplaceObjectMeta(ctx, bucket, key, versionID, etag, meta)
 }

@@ -86,7 +86,7 @@ func (e *Engine) HeadBucket(ctx context.Context, name string) (store.Bucket, err
 func (t txn) BucketState(ctx context.Context, name string) (exists, hasObjects bool, err error) {
 	if err := t.q.QueryRowContext(ctx, `SELECT
 			EXISTS (SELECT 1 FROM buckets WHERE name = ?1),
-			EXISTS (SELECT 1 FROM objects WHERE bucket = ?1)`, name).Scan(&exists, &hasObjects); err != nil {
+			EXISTS (SELECT 1 FROM objects WHERE bucket = ?1) OR EXISTS (SELECT 1 FROM object_versions WHERE bucket = ?1)`, name).Scan(&exists, &hasObjects); err != nil {
 		return false, false, mapErr(err)
 	}
 	return exists, hasObjects, nil

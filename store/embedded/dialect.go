@@ -95,17 +95,22 @@ func (t txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, erro
 	return id, true, nil
 }
 
+// CurrentObject implements protocol.Tx: one statement reads the row and the
+// bucket's versioning state (the single writer keeps both as they are).
 func (t txn) CurrentObject(ctx context.Context, bucket, key string) (protocol.Current, error) {
 	var c protocol.Current
-	err := t.q.QueryRowContext(ctx, `SELECT etag, part_count FROM objects WHERE bucket = ? AND key = ?`,
-		bucket, key).Scan(&c.ETag, &c.PartCount)
-	if errors.Is(err, sql.ErrNoRows) {
-		return protocol.Current{}, nil
-	}
+	var etag, versionID sql.NullString
+	var parts, lm sql.NullInt64
+	err := t.q.QueryRowContext(ctx, `SELECT coalesce((SELECT value FROM bucket_configs WHERE bucket = ?1 AND name = ?3), ''),
+			o.etag, o.part_count, o.version_id, o.last_modified
+		FROM (SELECT 1) one LEFT JOIN objects o ON o.bucket = ?1 AND o.key = ?2`, bucket, key, store.BucketConfigVersioning).Scan(
+		&c.Versioning, &etag, &parts, &versionID, &lm)
 	if err != nil {
 		return protocol.Current{}, fmt.Errorf("read current object: %w", mapErr(err))
 	}
-	c.Exists = true
+	if etag.Valid {
+		c.Exists, c.ETag, c.PartCount, c.VersionID, c.LastModified = true, etag.String, int(parts.Int64), versionID.String, fromMicros(lm.Int64)
+	}
 	return c, nil
 }
 
@@ -126,12 +131,12 @@ func (t txn) PutObjectRow(ctx context.Context, o protocol.ObjectRow) (time.Time,
 		return time.Time{}, err
 	}
 	lm := now()
-	_, err = t.q.ExecContext(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err = t.q.ExecContext(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (bucket, key) DO UPDATE SET blob_id = excluded.blob_id, size = excluded.size,
 			etag = excluded.etag, meta = excluded.meta, checksum = excluded.checksum,
-			part_count = excluded.part_count, last_modified = excluded.last_modified`,
-		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, string(meta), ck, o.PartCount, toMicros(lm))
+			part_count = excluded.part_count, last_modified = excluded.last_modified, version_id = excluded.version_id`,
+		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, string(meta), ck, o.PartCount, toMicros(lm), o.VersionID)
 	if err != nil {
 		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
 			return time.Time{}, store.ErrNoSuchBucket
@@ -184,16 +189,21 @@ func (t txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, b
 // in autocommit they run in a read transaction of their own (one snapshot);
 // a write transaction holds the only writer, so nothing changes under it.
 func (t txn) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
+	return t.resolve(ctx, bucket, key, nil, withInline)
+}
+
+// resolve is resolveObject in one snapshot.
+func (t txn) resolve(ctx context.Context, bucket, key string, versionID *string, withInline bool) (*protocol.Resolved, error) {
 	db, ok := t.q.(*sql.DB)
 	if !ok {
-		return resolveObject(ctx, t.q, bucket, key, withInline)
+		return resolveObject(ctx, t.q, bucket, key, versionID, withInline)
 	}
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("begin read: %w", mapErr(err))
 	}
 	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
-	return resolveObject(ctx, tx, bucket, key, withInline)
+	return resolveObject(ctx, tx, bucket, key, versionID, withInline)
 }
 
 func (t txn) InlineData(ctx context.Context, id int64) ([]byte, bool, error) {
@@ -225,10 +235,18 @@ func (t txn) UpdateObjectMeta(ctx context.Context, bucket, key string, meta stor
 	return lm, nil
 }
 
-func (t txn) CopyManifest(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error {
-	if _, err := t.q.ExecContext(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
-		SELECT ?, ?, part_number, blob_id, size, start_offset, etag, checksum
-		FROM object_parts WHERE bucket = ? AND key = ?`, dstBucket, dstKey, srcBucket, srcKey); err != nil {
+func (t txn) CopyManifest(ctx context.Context, srcBucket, srcKey string, srcSeq int64, dstBucket, dstKey string) error {
+	var err error
+	if srcSeq == 0 {
+		_, err = t.q.ExecContext(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+			SELECT ?, ?, part_number, blob_id, size, start_offset, etag, checksum
+			FROM object_parts WHERE bucket = ? AND key = ?`, dstBucket, dstKey, srcBucket, srcKey)
+	} else {
+		_, err = t.q.ExecContext(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+			SELECT ?, ?, part_number, blob_id, size, start_offset, etag, checksum
+			FROM version_parts WHERE seq = ?`, dstBucket, dstKey, srcSeq)
+	}
+	if err != nil {
 		return fmt.Errorf("copy manifest: %w", mapErr(err))
 	}
 	return nil
@@ -243,6 +261,20 @@ func (t txn) DeleteObjects(ctx context.Context, bucket string, keys []string) er
 		}
 	}
 	return nil
+}
+
+// DeleteUnversioned implements protocol.Tx (the single writer keeps the
+// state read first as it is).
+func (t txn) DeleteUnversioned(ctx context.Context, bucket string, keys []string) (string, error) {
+	var versioning string
+	if err := t.q.QueryRowContext(ctx, `SELECT coalesce((SELECT value FROM bucket_configs WHERE bucket = ? AND name = ?), '')`,
+		bucket, store.BucketConfigVersioning).Scan(&versioning); err != nil {
+		return "", mapErr(err)
+	}
+	if versioning != "" {
+		return versioning, nil
+	}
+	return "", t.DeleteObjects(ctx, bucket, keys)
 }
 
 func (t txn) CreateUpload(ctx context.Context, u *store.Upload) error {

@@ -29,7 +29,9 @@ func (e *Engine) GC() *GC { return &GC{e: e} }
 // its part about objects.
 const (
 	notInObjects = `NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
-		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)`
+		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id)`
 	unreferenced = notInObjects + `
 		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`
 )

@@ -11,10 +11,11 @@ import (
 	"github.com/s3gate/s3gate/store/protocol"
 )
 
-// resolveObject reads the object and its blob or manifest through q, and the
-// inline content of a single-blob object when withInline. The caller gives q
-// one snapshot (a transaction) when it runs more than one statement.
-func resolveObject(ctx context.Context, q querier, bucket, key string, withInline bool) (*protocol.Resolved, error) {
+// resolveObject reads the object and its blob or manifest through q: the
+// current object when versionID is nil, else that version, current or not;
+// the inline content of a single-blob object when withInline. The caller
+// gives q one snapshot (a transaction) when it runs more than one statement.
+func resolveObject(ctx context.Context, q querier, bucket, key string, versionID *string, withInline bool) (*protocol.Resolved, error) {
 	var (
 		r        protocol.Resolved
 		meta     string
@@ -25,18 +26,36 @@ func resolveObject(ctx context.Context, q querier, bucket, key string, withInlin
 		tier     sql.NullString
 		inline   []byte
 	)
+	from := `(SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
+			0 AS delete_marker, 0 AS seq FROM objects WHERE bucket = ?2 AND key = ?3) o`
+	args := []any{withInline, bucket, key}
+	if versionID != nil {
+		// A version is the current row when its id matches, else a
+		// noncurrent row (seq > 0) with the manifest in version_parts.
+		from = `(SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
+				0 AS delete_marker, 0 AS seq FROM objects WHERE bucket = ?2 AND key = ?3 AND version_id = ?4
+			UNION ALL SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
+				delete_marker, seq FROM object_versions WHERE bucket = ?2 AND key = ?3 AND version_id = ?4) o`
+		args = append(args, *versionID)
+	}
 	err := q.QueryRowContext(ctx, `SELECT o.size, o.etag, o.meta, o.checksum, o.part_count, o.last_modified, o.blob_id, b.tier,
-			CASE WHEN ? AND b.tier = 'inline' THEN coalesce(b.inline_data, X'') END
-		FROM objects o LEFT JOIN blobs b ON b.id = o.blob_id
-		WHERE o.bucket = ? AND o.key = ?`, withInline, bucket, key).Scan(
-		&r.Info.Size, &r.Info.ETag, &meta, &checksum, &partCnt, &lm, &blobID, &tier, &inline)
+			CASE WHEN ?1 AND b.tier = 'inline' THEN coalesce(b.inline_data, X'') END, o.version_id, o.delete_marker, o.seq
+		FROM `+from+` LEFT JOIN blobs b ON b.id = o.blob_id`, args...).Scan(
+		&r.Info.Size, &r.Info.ETag, &meta, &checksum, &partCnt, &lm, &blobID, &tier, &inline,
+		&r.Info.VersionID, &r.Info.DeleteMarker, &r.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
+		if versionID != nil {
+			return nil, store.ErrNoSuchVersion
+		}
 		return nil, store.ErrNoSuchKey
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolve object: %w", mapErr(err))
 	}
 	r.Info.Bucket, r.Info.Key, r.Info.LastModified = bucket, key, fromMicros(lm)
+	if r.Info.DeleteMarker {
+		return &r, nil
+	}
 	if r.Info.Meta, err = parseMeta(meta); err != nil {
 		return nil, fmt.Errorf("resolve object: %w", err)
 	}
@@ -50,9 +69,14 @@ func resolveObject(ctx context.Context, q querier, bucket, key string, withInlin
 		r.Blob = &protocol.BlobLoc{ID: blobID.Int64, Tier: tier.String, Size: r.Info.Size, Inline: inline}
 		return &r, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT p.part_number, p.size, p.start_offset, p.etag, p.checksum, p.blob_id, b.tier
+	manifest, margs := `SELECT p.part_number, p.size, p.start_offset, p.etag, p.checksum, p.blob_id, b.tier
 		FROM object_parts p JOIN blobs b ON b.id = p.blob_id
-		WHERE p.bucket = ? AND p.key = ? ORDER BY p.part_number`, bucket, key)
+		WHERE p.bucket = ? AND p.key = ? ORDER BY p.part_number`, []any{bucket, key}
+	if r.Seq != 0 {
+		manifest, margs = `SELECT p.part_number, p.size, p.start_offset, p.etag, p.checksum, p.blob_id, b.tier
+		FROM version_parts p JOIN blobs b ON b.id = p.blob_id WHERE p.seq = ? ORDER BY p.part_number`, []any{r.Seq}
+	}
+	rows, err := q.QueryContext(ctx, manifest, margs...)
 	if err != nil {
 		return nil, fmt.Errorf("resolve manifest: %w", mapErr(err))
 	}

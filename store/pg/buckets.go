@@ -61,7 +61,7 @@ func (e *Engine) HeadBucket(ctx context.Context, name string) (store.Bucket, err
 func (t *txn) BucketState(ctx context.Context, name string) (exists, hasObjects bool, err error) {
 	if err := t.q.QueryRow(ctx, `SELECT
 			EXISTS (SELECT 1 FROM buckets WHERE name = $1),
-			EXISTS (SELECT 1 FROM objects WHERE bucket = $1)`, name).Scan(&exists, &hasObjects); err != nil {
+			EXISTS (SELECT 1 FROM objects WHERE bucket = $1) OR EXISTS (SELECT 1 FROM object_versions WHERE bucket = $1)`, name).Scan(&exists, &hasObjects); err != nil {
 		return false, false, mapErr(err)
 	}
 	return exists, hasObjects, nil
@@ -84,7 +84,8 @@ func (t *txn) DeleteUploads(ctx context.Context, bucket string) error {
 // uploads stay with the rolled-back transaction.
 func (t *txn) DeleteBucket(ctx context.Context, name string) error {
 	if _, err := t.q.Exec(ctx, `DELETE FROM buckets WHERE name = $1`, name); err != nil {
-		if isFKViolation(err, "objects_bucket_fkey") || isFKViolation(err, "uploads_bucket_fkey") {
+		if isFKViolation(err, "objects_bucket_fkey") || isFKViolation(err, "uploads_bucket_fkey") ||
+			isFKViolation(err, "object_versions_bucket_fkey") {
 			return store.ErrBucketNotEmpty
 		}
 		return mapErr(err)

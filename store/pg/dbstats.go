@@ -14,7 +14,7 @@ const AppName = "s3gate"
 
 // storeTables are the tables whose size and vacuum state the metrics
 // export: the content tables first (pg_largeobject holds pglo's bytes).
-var storeTables = []string{"blob_chunks", "pg_largeobject", "blobs", "objects", "object_parts", "upload_parts", "uploads"}
+var storeTables = []string{"blob_chunks", "pg_largeobject", "blobs", "objects", "object_parts", "object_versions", "version_parts", "upload_parts", "uploads"}
 
 // TableStats is the size and vacuum state of one table.
 type TableStats struct {

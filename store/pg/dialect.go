@@ -108,17 +108,25 @@ func (t *txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, err
 	return got, inserted, nil
 }
 
+// CurrentObject implements protocol.Tx: one statement locks the row and
+// reads the bucket's versioning state.
 func (t *txn) CurrentObject(ctx context.Context, bucket, key string) (protocol.Current, error) {
 	var c protocol.Current
-	err := t.q.QueryRow(ctx, `SELECT etag, part_count FROM objects WHERE bucket = $1 AND key = $2 FOR UPDATE`,
-		bucket, key).Scan(&c.ETag, &c.PartCount)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return protocol.Current{}, nil
-	}
+	var etag, versionID *string
+	var parts *int
+	var lm *time.Time
+	err := t.q.QueryRow(ctx, `WITH cur AS (
+			SELECT etag, part_count, version_id, last_modified FROM objects WHERE bucket = $1 AND key = $2 FOR UPDATE)
+		SELECT coalesce((SELECT value FROM bucket_configs WHERE bucket = $1 AND name = $3), ''),
+			cur.etag, cur.part_count, cur.version_id, cur.last_modified
+		FROM (VALUES (1)) one LEFT JOIN cur ON true`, bucket, key, store.BucketConfigVersioning).Scan(
+		&c.Versioning, &etag, &parts, &versionID, &lm)
 	if err != nil {
 		return protocol.Current{}, fmt.Errorf("read current object: %w", mapErr(err))
 	}
-	c.Exists = true
+	if etag != nil {
+		c.Exists, c.ETag, c.PartCount, c.VersionID, c.LastModified = true, *etag, *parts, *versionID, *lm
+	}
 	return c, nil
 }
 
@@ -131,13 +139,13 @@ func (t *txn) DropManifest(ctx context.Context, bucket, key string) error {
 
 func (t *txn) PutObjectRow(ctx context.Context, o protocol.ObjectRow) (time.Time, error) {
 	var lm time.Time
-	err := t.q.QueryRow(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+	err := t.q.QueryRow(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), $9)
 		ON CONFLICT (bucket, key) DO UPDATE SET blob_id = EXCLUDED.blob_id, size = EXCLUDED.size,
 			etag = EXCLUDED.etag, meta = EXCLUDED.meta, checksum = EXCLUDED.checksum,
-			part_count = EXCLUDED.part_count, last_modified = EXCLUDED.last_modified
+			part_count = EXCLUDED.part_count, last_modified = EXCLUDED.last_modified, version_id = EXCLUDED.version_id
 		RETURNING last_modified`,
-		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, o.Meta, checksumArg(o.Checksum), o.PartCount).Scan(&lm)
+		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, o.Meta, checksumArg(o.Checksum), o.PartCount, o.VersionID).Scan(&lm)
 	if err != nil {
 		if isFKViolation(err, "objects_bucket_fkey") {
 			return time.Time{}, store.ErrNoSuchBucket
@@ -181,7 +189,7 @@ func (t *txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, 
 
 // Resolve implements protocol.Tx.
 func (t *txn) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
-	return resolveObject(ctx, t.q, bucket, key, withInline, t.write)
+	return resolveObject(ctx, t.q, bucket, key, nil, withInline, t.write)
 }
 
 func (t *txn) InlineData(ctx context.Context, id int64) ([]byte, bool, error) {
@@ -205,10 +213,18 @@ func (t *txn) UpdateObjectMeta(ctx context.Context, bucket, key string, meta sto
 	return lm, nil
 }
 
-func (t *txn) CopyManifest(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error {
-	if _, err := t.q.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
-		SELECT $3, $4, part_number, blob_id, size, start_offset, etag, checksum
-		FROM object_parts WHERE bucket = $1 AND key = $2`, srcBucket, srcKey, dstBucket, dstKey); err != nil {
+func (t *txn) CopyManifest(ctx context.Context, srcBucket, srcKey string, srcSeq int64, dstBucket, dstKey string) error {
+	var err error
+	if srcSeq == 0 {
+		_, err = t.q.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+			SELECT $3, $4, part_number, blob_id, size, start_offset, etag, checksum
+			FROM object_parts WHERE bucket = $1 AND key = $2`, srcBucket, srcKey, dstBucket, dstKey)
+	} else {
+		_, err = t.q.Exec(ctx, `INSERT INTO object_parts (bucket, key, part_number, blob_id, size, start_offset, etag, checksum)
+			SELECT $2, $3, part_number, blob_id, size, start_offset, etag, checksum
+			FROM version_parts WHERE seq = $1`, srcSeq, dstBucket, dstKey)
+	}
+	if err != nil {
 		return fmt.Errorf("copy manifest: %w", mapErr(err))
 	}
 	return nil
@@ -221,6 +237,18 @@ func (t *txn) DeleteObjects(ctx context.Context, bucket string, keys []string) e
 		return mapErr(err)
 	}
 	return nil
+}
+
+// DeleteUnversioned implements protocol.Tx in one statement.
+func (t *txn) DeleteUnversioned(ctx context.Context, bucket string, keys []string) (string, error) {
+	var versioning string
+	err := t.q.QueryRow(ctx, `WITH v AS (SELECT value FROM bucket_configs WHERE bucket = $1 AND name = $3),
+		d AS (DELETE FROM objects WHERE bucket = $1 AND key = ANY($2) AND NOT EXISTS (SELECT 1 FROM v))
+		SELECT coalesce((SELECT value FROM v), '')`, bucket, keys, store.BucketConfigVersioning).Scan(&versioning)
+	if err != nil {
+		return "", mapErr(err)
+	}
+	return versioning, nil
 }
 
 func (t *txn) CreateUpload(ctx context.Context, u *store.Upload) error {

@@ -47,10 +47,13 @@ const GCSchema = `CREATE TABLE IF NOT EXISTS gc_lo_sightings (
 const olderThan = `clock_timestamp() - $1::bigint * interval '1 microsecond'`
 
 // notInObjects and unreferenced are the predicates "no object references
-// blob b" and "nothing references blob b".
+// blob b" (no version of one, current or not) and "nothing references blob
+// b".
 const (
 	notInObjects = `NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
-		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)`
+		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id)`
 	unreferenced = notInObjects + `
 		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`
 	// unpinned: no unexpired row pin protects blob b (ADR 010). It only

@@ -62,6 +62,11 @@ func (g *GC) References(ctx context.Context) (missing, sizes []store.Finding, er
 			WHERE o.blob_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = o.blob_id)`},
 		{&missing, `SELECT 'object ' || p.bucket || '/' || p.key || ' part ' || p.part_number, format('blob %s: no blob row', p.blob_id)
 			FROM object_parts p WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = p.blob_id)`},
+		{&missing, `SELECT 'version ' || v.bucket || '/' || v.key || ' ' || v.version_id, format('blob %s: no blob row', v.blob_id)
+			FROM object_versions v WHERE v.blob_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = v.blob_id)`},
+		{&missing, `SELECT 'version ' || v.bucket || '/' || v.key || ' ' || v.version_id || ' part ' || p.part_number,
+			format('blob %s: no blob row', p.blob_id)
+			FROM version_parts p JOIN object_versions v ON v.seq = p.seq WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = p.blob_id)`},
 		{&missing, `SELECT 'upload ' || u.upload_id || ' part ' || u.part_number, format('blob %s: no blob row', u.blob_id)
 			FROM upload_parts u WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = u.blob_id)`},
 		{&sizes, `SELECT 'object ' || o.bucket || '/' || o.key, format('object size %s, blob size %s', o.size, b.size)

@@ -40,15 +40,38 @@ func (b blobLoc) loc(size int64) protocol.BlobLoc {
 }
 
 // resolveObject reads the object, its blob or its manifest with its part
-// blobs, in one statement (one snapshot). Inline bytes of a single-blob
-// object come with it when withInline. forShare keeps the row (and so its
-// manifest) from changing until the caller's transaction ends.
+// blobs, in one statement (one snapshot): the current object when versionID
+// is nil, else that version, current or not. Inline bytes of a single-blob
+// object come with it when withInline. forShare keeps the current row (and
+// so its manifest) from changing until the caller's transaction ends.
 func resolveObject(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, bucket, key string, withInline, forShare bool) (*protocol.Resolved, error) {
-	lockClause := ""
+}, bucket, key string, versionID *string, withInline, forShare bool) (*protocol.Resolved, error) {
+	// A version is the current row when its id matches, else a noncurrent
+	// row (seq > 0) with the manifest in version_parts.
+	from := `objects o LEFT JOIN blobs b ON b.id = o.blob_id WHERE o.bucket = $1 AND o.key = $2`
 	if forShare {
-		lockClause = " FOR SHARE OF o"
+		from += ` FOR SHARE OF o`
+	}
+	cols := `o.version_id, false, 0::bigint`
+	args := []any{bucket, key, withInline}
+	if versionID != nil {
+		from = `(SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
+				false AS delete_marker, 0::bigint AS seq FROM objects WHERE bucket = $1 AND key = $2 AND version_id = $4
+			UNION ALL SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
+				delete_marker, seq FROM object_versions WHERE bucket = $1 AND key = $2 AND version_id = $4) o
+			LEFT JOIN blobs b ON b.id = o.blob_id`
+		cols = `o.version_id, o.delete_marker, o.seq`
+		args = append(args, *versionID)
+	}
+	const agg = `SELECT json_agg(json_build_object('n', p.part_number, 's', p.size, 'a', p.start_offset,
+					'e', p.etag, 'c', p.checksum,
+					'l', json_build_object('b', pb.id, 't', pb.tier, 'o', pb.lo_oid::bigint)) ORDER BY p.part_number)`
+	manifest := `(` + agg + ` FROM object_parts p JOIN blobs pb ON pb.id = p.blob_id
+				WHERE p.bucket = o.bucket AND p.key = o.key)`
+	if versionID != nil {
+		manifest = `CASE WHEN o.seq = 0 THEN ` + manifest + ` ELSE (` + agg + ` FROM version_parts p
+				JOIN blobs pb ON pb.id = p.blob_id WHERE p.seq = o.seq) END`
 	}
 	var (
 		r        protocol.Resolved
@@ -61,25 +84,26 @@ func resolveObject(ctx context.Context, q interface {
 		partCnt  int
 		lm       time.Time
 	)
-	err := q.QueryRow(ctx, `SELECT o.size, o.etag, o.meta, o.checksum, o.part_count, o.last_modified,
+	query := `SELECT o.size, o.etag, o.meta, o.checksum, o.part_count, o.last_modified,
 			o.blob_id, b.tier, b.lo_oid, CASE WHEN $3 THEN b.inline_data END,
-			CASE WHEN o.part_count > 0 THEN (
-				SELECT json_agg(json_build_object('n', p.part_number, 's', p.size, 'a', p.start_offset,
-					'e', p.etag, 'c', p.checksum,
-					'l', json_build_object('b', pb.id, 't', pb.tier, 'o', pb.lo_oid::bigint)) ORDER BY p.part_number)
-				FROM object_parts p JOIN blobs pb ON pb.id = p.blob_id
-				WHERE p.bucket = o.bucket AND p.key = o.key) END
-		FROM objects o LEFT JOIN blobs b ON b.id = o.blob_id
-		WHERE o.bucket = $1 AND o.key = $2`+lockClause, bucket, key, withInline).Scan(
+			CASE WHEN o.part_count > 0 THEN ` + manifest + ` END, ` + cols + `
+		FROM ` + from
+	err := q.QueryRow(ctx, query, args...).Scan(
 		&r.Info.Size, &r.Info.ETag, &r.Info.Meta, &checksum, &partCnt, &lm,
-		&blobID, &tier, &oid, &inline, &parts)
+		&blobID, &tier, &oid, &inline, &parts, &r.Info.VersionID, &r.Info.DeleteMarker, &r.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
+		if versionID != nil {
+			return nil, store.ErrNoSuchVersion
+		}
 		return nil, store.ErrNoSuchKey
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolve object: %w", mapErr(err))
 	}
 	r.Info.Bucket, r.Info.Key, r.Info.LastModified = bucket, key, lm
+	if r.Info.DeleteMarker {
+		return &r, nil
+	}
 	if checksum != nil {
 		r.Info.Checksum = *checksum
 	}

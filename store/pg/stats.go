@@ -57,10 +57,12 @@ func (e *Engine) BlobStats(ctx context.Context) (st store.BlobStats, err error) 
 			return fmt.Errorf("blobs by tier: %w", err)
 		}
 		if err := tx.QueryRow(ctx, `SELECT
-			(SELECT coalesce(sum(size), 0) FROM objects)::bigint,
+			((SELECT coalesce(sum(size), 0) FROM objects) + (SELECT coalesce(sum(size), 0) FROM object_versions))::bigint,
 			(SELECT coalesce(sum(b.size), 0) FROM blobs b
 			  WHERE EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
-			     OR EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id))::bigint`,
+			     OR EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
+			     OR EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
+			     OR EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id))::bigint`,
 		).Scan(&st.LogicalBytes, &st.ReferencedBytes); err != nil {
 			return fmt.Errorf("object bytes: %w", err)
 		}

@@ -8,8 +8,8 @@ import (
 	"github.com/s3gate/s3gate/store"
 )
 
-// DeleteBucket implements store.ObjectStore: a bucket with objects is
-// ErrBucketNotEmpty; in-progress multipart uploads go with the bucket, in the
+// DeleteBucket implements store.ObjectStore: a bucket with objects, noncurrent
+// versions or delete markers is ErrBucketNotEmpty; in-progress multipart uploads go with the bucket, in the
 // same transaction, as on S3 (their part rows go with them, GC reclaims the
 // part blobs as after an abort).
 func (s *Store) DeleteBucket(ctx context.Context, name string) error {
@@ -80,6 +80,10 @@ func CheckBucketConfig(name, value string) error {
 	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
 		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging:
 	case store.BucketConfigLifecycle:
+	case store.BucketConfigVersioning:
+		if value != store.VersioningEnabled && value != store.VersioningSuspended {
+			return fmt.Errorf("%w: versioning status %q", store.ErrInvalidArgument, value)
+		}
 	default:
 		return fmt.Errorf("%w: unknown bucket configuration %q", store.ErrInvalidArgument, name)
 	}

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,7 +12,10 @@ import (
 
 // resolveSource resolves a copy source inside tx and checks its conditions.
 func resolveSource(ctx context.Context, tx Tx, src store.CopySource, withInline bool) (*Resolved, error) {
-	r, err := resolve(ctx, tx, src.Bucket, src.Key, withInline)
+	r, err := resolve(ctx, tx, src.Bucket, src.Key, src.VersionID, withInline)
+	if errors.Is(err, store.ErrDeleteMarker) {
+		return nil, fmt.Errorf("copy source: %w: the source of a copy request may not specifically refer to a delete marker by version id", store.ErrInvalidRequest)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("copy source: %w", err)
 	}
@@ -41,11 +45,11 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if opts.SourceETag != "" && r.Info.ETag != opts.SourceETag {
 			return store.ErrCopySourceChanged
 		}
-		if same && !opts.ReplaceMeta && opts.Checksum == nil && opts.StorageClass == r.Info.Meta.StorageClass {
+		if same && r.Seq == 0 && !opts.ReplaceMeta && opts.Checksum == nil && opts.StorageClass == r.Info.Meta.StorageClass {
 			return ErrCopyToItself
 		}
 		out = r.Info
-		out.Bucket, out.Key = dstBucket, dstKey
+		out.Bucket, out.Key, out.CopySourceVersionID = dstBucket, dstKey, r.Info.VersionID
 		if opts.ReplaceMeta {
 			out.Meta = opts.Meta
 		}
@@ -53,7 +57,13 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if opts.Checksum != nil {
 			out.Checksum = *opts.Checksum
 		}
-		if same {
+		cur, err := tx.CurrentObject(ctx, dstBucket, dstKey)
+		if err != nil {
+			return err
+		}
+		if same && r.Seq == 0 && !cur.demotes() {
+			// The object replaces itself: its manifest is the source's.
+			out.VersionID = cur.VersionID
 			out.LastModified, err = tx.UpdateObjectMeta(ctx, dstBucket, dstKey, out.Meta, out.Checksum)
 			return err
 		}
@@ -62,11 +72,17 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if r.Blob != nil {
 			row.BlobID = &r.Blob.ID
 		}
-		if out.LastModified, err = WriteObject(ctx, tx, row, store.PutOptions{}); err != nil {
+		w, err := writeOver(ctx, tx, cur, row, store.PutOptions{})
+		if err != nil {
 			return err
 		}
+		out.LastModified, out.VersionID = w.LastModified, w.VersionID
 		if r.Parts != nil {
-			if err := tx.CopyManifest(ctx, src.Bucket, src.Key, dstBucket, dstKey); err != nil {
+			srcSeq := r.Seq
+			if same && srcSeq == 0 {
+				srcSeq = w.demoted // the source's manifest moved with it
+			}
+			if err := tx.CopyManifest(ctx, src.Bucket, src.Key, srcSeq, dstBucket, dstKey); err != nil {
 				return err
 			}
 		}

@@ -14,44 +14,125 @@ import (
 const deleteBatch = 100
 
 // DeleteObject implements store.ObjectStore; deleting a missing key
-// succeeds. The manifest rows go with the object; blobs stay for GC.
+// succeeds. On a bucket with versioning it is DeleteObjectVersion without a
+// version id (a delete marker). The manifest rows go with the object; blobs
+// stay for GC.
 func (s *Store) DeleteObject(ctx context.Context, bucket, key string) error {
 	if err := s.dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucket, key, err)
 	}
-	if err := s.deleteBatch(ctx, bucket, []string{key}); err != nil {
+	if err := s.deleteBatch(ctx, bucket, []store.ObjectID{{Key: key}}, make([]store.DeleteVersionResult, 1)); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucket, key, err)
 	}
 	return nil
 }
 
 // DeleteObjects implements store.ObjectStore: keys are deleted in
-// transactions of up to deleteBatch keys, each under its keys' object locks.
-// It returns one result per key, in order.
+// transactions of up to deleteBatch keys, each under its keys' object locks,
+// as the bucket's versioning state says. It returns one result per key, in
+// order.
 func (s *Store) DeleteObjects(ctx context.Context, bucket string, keys []string) ([]store.DeleteResult, error) {
+	ids := make([]store.ObjectID, len(keys))
+	for i, k := range keys {
+		ids[i].Key = k
+	}
+	res, err := s.DeleteObjectVersions(ctx, bucket, ids)
+	if err != nil {
+		return nil, fmt.Errorf("delete objects in %s: %w", bucket, err)
+	}
+	out := make([]store.DeleteResult, len(res))
+	for i, r := range res {
+		out[i] = store.DeleteResult{Key: r.Key, Err: r.Err}
+	}
+	return out, nil
+}
+
+// DeleteObjectVersion implements store.VersionStore.
+func (s *Store) DeleteObjectVersion(ctx context.Context, bucket, key string, opts store.DeleteOptions) (store.DeleteVersionResult, error) {
+	fail := func(err error) error { return fmt.Errorf("delete %s/%s: %w", bucket, key, err) }
+	if err := store.CheckVersionID(opts.VersionID); err != nil {
+		return store.DeleteVersionResult{}, fail(err)
+	}
+	if err := s.dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
+		return store.DeleteVersionResult{}, fail(err)
+	}
+	var res store.DeleteVersionResult
+	err := s.dialect.Write(ctx, []int64{fleet.ObjectLockKey(bucket, key)}, func(tx Tx) error {
+		var err error
+		res, err = deleteOne(ctx, tx, bucket, key, opts)
+		return err
+	})
+	if err != nil {
+		return store.DeleteVersionResult{}, fail(err)
+	}
+	return res, nil
+}
+
+// DeleteObjectVersions implements store.VersionStore: entries are deleted
+// in transactions of up to deleteBatch entries, each under its keys' object
+// locks. A malformed version id, or a batch that fails, is the entry's Err.
+func (s *Store) DeleteObjectVersions(ctx context.Context, bucket string, ids []store.ObjectID) ([]store.DeleteVersionResult, error) {
 	if err := s.dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
 		return nil, fmt.Errorf("delete objects in %s: %w", bucket, err)
 	}
-	out := make([]store.DeleteResult, len(keys))
-	for i := range keys {
-		out[i].Key = keys[i]
+	out := make([]store.DeleteVersionResult, len(ids))
+	valid := make([]store.ObjectID, 0, len(ids))
+	at := make([]int, 0, len(ids)) // valid[j] is ids[at[j]]
+	for i, id := range ids {
+		out[i].Key = id.Key
+		if err := store.CheckVersionID(id.VersionID); err != nil {
+			out[i].Err = fmt.Errorf("delete %s/%s: %w", bucket, id.Key, err)
+			continue
+		}
+		valid, at = append(valid, id), append(at, i)
 	}
-	for lo := 0; lo < len(keys); lo += deleteBatch {
-		batch := keys[lo:min(lo+deleteBatch, len(keys))]
-		if err := s.deleteBatch(ctx, bucket, batch); err != nil {
-			// Per-key errors: the batch failed as a whole, and the request goes on.
-			for i := range batch {
-				out[lo+i].Err = fmt.Errorf("delete %s/%s: %w", bucket, batch[i], err)
+	res := make([]store.DeleteVersionResult, len(valid))
+	for lo := 0; lo < len(valid); lo += deleteBatch {
+		hi := min(lo+deleteBatch, len(valid))
+		err := s.deleteBatch(ctx, bucket, valid[lo:hi], res[lo:hi])
+		for j := lo; j < hi; j++ {
+			if err != nil {
+				// Per-key errors: the batch failed as a whole, and the request goes on.
+				res[j] = store.DeleteVersionResult{Key: valid[j].Key, Err: fmt.Errorf("delete %s/%s: %w", bucket, valid[j].Key, err)}
 			}
+			out[at[j]] = res[j]
 		}
 	}
 	return out, nil
 }
 
-func (s *Store) deleteBatch(ctx context.Context, bucket string, keys []string) error {
-	locks := make([]int64, len(keys))
-	for i, k := range keys {
-		locks[i] = fleet.ObjectLockKey(bucket, k)
+// deleteBatch deletes ids in one transaction under their object locks and
+// fills res. Without version ids on a bucket that never had versioning it is
+// one statement, as before versioning.
+func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.ObjectID, res []store.DeleteVersionResult) error {
+	locks := make([]int64, len(ids))
+	keys := make([]string, 0, len(ids))
+	for i, id := range ids {
+		locks[i] = fleet.ObjectLockKey(bucket, id.Key)
+		if id.VersionID == "" {
+			keys = append(keys, id.Key)
+		}
 	}
-	return s.dialect.Write(ctx, locks, func(tx Tx) error { return tx.DeleteObjects(ctx, bucket, keys) })
+	return s.dialect.Write(ctx, locks, func(tx Tx) error {
+		if len(keys) == len(ids) {
+			versioning, err := tx.DeleteUnversioned(ctx, bucket, keys)
+			if err != nil {
+				return err
+			}
+			if versioning == "" {
+				for i, id := range ids {
+					res[i] = store.DeleteVersionResult{Key: id.Key}
+				}
+				return nil
+			}
+		}
+		for i, id := range ids {
+			r, err := deleteOne(ctx, tx, bucket, id.Key, store.DeleteOptions{VersionID: id.VersionID})
+			if err != nil {
+				return err
+			}
+			res[i] = r
+		}
+		return nil
+	})
 }

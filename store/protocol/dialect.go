@@ -37,7 +37,8 @@ type Dialect interface {
 type Tx interface {
 	// BucketExists is nil or an error wrapping store.ErrNoSuchBucket.
 	BucketExists(ctx context.Context, bucket string) error
-	// BucketState reports whether the bucket exists and has objects.
+	// BucketState reports whether the bucket exists and has objects
+	// (current, noncurrent or delete markers).
 	BucketState(ctx context.Context, bucket string) (exists, hasObjects bool, err error)
 	// DeleteUploads deletes the uploads of a bucket (their part rows go with
 	// them).
@@ -50,7 +51,9 @@ type Tx interface {
 	// UpsertBlob inserts the blob row, or finds the row with the same SHA-256
 	// (and orders itself against a GC deleting it); inserted is false then.
 	UpsertBlob(ctx context.Context, b Blob) (id int64, inserted bool, err error)
-	// CurrentObject reads (and locks, where rows can be locked) the object row.
+	// CurrentObject reads (and locks, where rows can be locked) the object
+	// row, and the bucket's versioning state in the same statement (so that a
+	// write committed after a versioning change was acknowledged sees it).
 	CurrentObject(ctx context.Context, bucket, key string) (Current, error)
 	// DropManifest deletes the manifest rows of a multipart object.
 	DropManifest(ctx context.Context, bucket, key string) error
@@ -68,11 +71,51 @@ type Tx interface {
 	// UpdateObjectMeta replaces the metadata and checksum of an object row
 	// and returns its new last-modified time.
 	UpdateObjectMeta(ctx context.Context, bucket, key string, meta store.ObjectMeta, ck store.Checksum) (time.Time, error)
-	// CopyManifest copies the manifest rows of one object to another.
-	CopyManifest(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error
+	// CopyManifest copies the manifest rows of one object to another: of the
+	// source's current object when srcSeq is 0, else of its noncurrent
+	// version srcSeq.
+	CopyManifest(ctx context.Context, srcBucket, srcKey string, srcSeq int64, dstBucket, dstKey string) error
 	// DeleteObjects deletes the object rows of keys (a missing one is no
 	// error); their manifest rows go with them.
 	DeleteObjects(ctx context.Context, bucket string, keys []string) error
+	// DeleteUnversioned deletes the object rows of keys, as DeleteObjects,
+	// only if the bucket never had versioning, and returns the bucket's
+	// versioning state (nothing is deleted when it is not "").
+	DeleteUnversioned(ctx context.Context, bucket string, keys []string) (versioning string, err error)
+
+	// The statements of versioning. The caller holds the key's object lock.
+
+	// DemoteCurrent copies the current object row of bucket/key into the
+	// noncurrent versions as the newest of its key (a new seq), its manifest
+	// into the version's manifest, and drops the object's manifest rows; the
+	// object row stays, for the caller to replace or delete. It returns the
+	// new version row's seq.
+	DemoteCurrent(ctx context.Context, bucket, key string) (seq int64, err error)
+	// DropVersion deletes the noncurrent version (or delete marker)
+	// versionID of bucket/key with its manifest; found is false if there is
+	// none.
+	DropVersion(ctx context.Context, bucket, key, versionID string) (found bool, err error)
+	// PutMarker inserts the delete marker versionID as the newest version of
+	// bucket/key and returns its last-modified time.
+	PutMarker(ctx context.Context, bucket, key, versionID string) (time.Time, error)
+	// PromoteNewest moves the newest noncurrent version of bucket/key, with
+	// its manifest, back into the current object when it is an object (not
+	// a delete marker). The caller has made sure there is no object row.
+	PromoteNewest(ctx context.Context, bucket, key string) (promoted bool, err error)
+	// FindVersion reads (and locks, where rows can be locked) the version
+	// versionID of bucket/key, current or not.
+	FindVersion(ctx context.Context, bucket, key, versionID string) (Version, error)
+	// ResolveVersion is Resolve of the version versionID, current or not,
+	// in one snapshot; a missing version is store.ErrNoSuchVersion, a
+	// delete marker resolves with Info.DeleteMarker set and no content.
+	ResolveVersion(ctx context.Context, bucket, key, versionID string, withInline bool) (*Resolved, error)
+	// LatestMarker is what a read that found no object row asks next: a
+	// missing bucket is store.ErrNoSuchBucket; else the newest version of
+	// the key if it is a delete marker (nil if none is).
+	LatestMarker(ctx context.Context, bucket, key string) (*store.ObjectInfo, error)
+	// ReplaceMeta replaces the metadata of the current object row (seq 0) or
+	// of the noncurrent version seq, keeping its last-modified time.
+	ReplaceMeta(ctx context.Context, bucket, key string, seq int64, meta store.ObjectMeta) error
 	// CreateUpload inserts the upload row and sets u.Initiated.
 	CreateUpload(ctx context.Context, u *store.Upload) error
 	// Upload reads an upload row, locking it if forUpdate; found is false if
@@ -119,14 +162,31 @@ type Blob struct {
 
 // Current is what a write checks of the object it replaces.
 type Current struct {
-	Exists    bool
-	ETag      string
-	PartCount int
+	Exists       bool
+	ETag         string
+	PartCount    int
+	VersionID    string
+	LastModified time.Time
+	// Versioning is the bucket's versioning state ("" if it never had
+	// one), read whether or not the object exists.
+	Versioning string
+}
+
+// Version is one version of a key as FindVersion reads it.
+type Version struct {
+	Found        bool
+	Current      bool // the current object row, else a noncurrent version
+	DeleteMarker bool
+	ETag         string
+	LastModified time.Time
+	// HasCurrent says the key has a current object row.
+	HasCurrent bool
 }
 
 // ObjectRow is an object row to write.
 type ObjectRow struct {
 	Bucket, Key string
+	VersionID   string
 	BlobID      *int64 // nil for a multipart manifest
 	Size        int64
 	ETag        string

@@ -45,6 +45,9 @@ type Resolved struct {
 	Info  store.ObjectInfo
 	Blob  *BlobLoc
 	Parts []PartLoc
+	// Seq is the noncurrent version row it was resolved from, 0 for the
+	// current object.
+	Seq int64
 }
 
 // Segment is a span of one blob.
@@ -151,9 +154,13 @@ func (s *Store) getOnce(ctx context.Context, bucket, key string, opts store.GetO
 		}
 		return fmt.Errorf("get %s/%s: %w", bucket, key, err)
 	}
-	r, err := s.Resolve(ctx, bucket, key, !head)
+	r, err := resolve(ctx, s.dialect.Autocommit(), bucket, key, opts.VersionID, !head)
 	if err != nil {
-		return store.ObjectInfo{}, nil, nil, false, fail(err)
+		var marker store.ObjectInfo // a delete marker names itself in the answer
+		if r != nil {
+			marker = r.Info
+		}
+		return marker, nil, nil, false, fail(err)
 	}
 	if cerr := store.EvalConditions(opts.Cond, r.Info.ETag, r.Info.LastModified); cerr != nil {
 		if err := s.proveProtection(ctx, r.Segments(0, r.Info.Size)); err != nil {
@@ -193,7 +200,11 @@ func (s *Store) getOnce(ctx context.Context, bucket, key string, opts store.GetO
 // Resolve resolves an object in autocommit; a miss is store.ErrNoSuchBucket
 // when the bucket is missing, else store.ErrNoSuchKey.
 func (s *Store) Resolve(ctx context.Context, bucket, key string, withInline bool) (*Resolved, error) {
-	return resolve(ctx, s.dialect.Autocommit(), bucket, key, withInline)
+	r, err := resolve(ctx, s.dialect.Autocommit(), bucket, key, "", withInline)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Open returns the guarded reader of n bytes from start of a resolved
@@ -287,14 +298,40 @@ func (s *Store) proveProtection(ctx context.Context, segs []Segment) error {
 	return PinSet{p}.Check()
 }
 
-// resolve resolves an object through tx; a miss is store.ErrNoSuchBucket when
-// the bucket is missing, else store.ErrNoSuchKey.
-func resolve(ctx context.Context, tx Tx, bucket, key string, withInline bool) (*Resolved, error) {
-	r, err := tx.Resolve(ctx, bucket, key, withInline)
-	if errors.Is(err, store.ErrNoSuchKey) {
+// resolve resolves the version versionID of an object ("" the latest)
+// through tx. A miss is store.ErrNoSuchBucket when the bucket is missing,
+// store.ErrNoSuchVersion for an unknown version, else store.ErrNoSuchKey. A
+// delete marker is store.ErrNoSuchKey when it is the latest and no version
+// was named, store.ErrDeleteMarker when it was named: then the marker's
+// Resolved (Info only) comes back beside the error.
+func resolve(ctx context.Context, tx Tx, bucket, key, versionID string, withInline bool) (*Resolved, error) {
+	if versionID == "" {
+		r, err := tx.Resolve(ctx, bucket, key, withInline)
+		if !errors.Is(err, store.ErrNoSuchKey) {
+			return r, err
+		}
+		// One statement on a miss, as before versioning: the bucket's
+		// existence and the latest delete marker.
+		m, merr := tx.LatestMarker(ctx, bucket, key)
+		if merr != nil {
+			return nil, merr
+		}
+		if m != nil {
+			return &Resolved{Info: *m}, err
+		}
+		return nil, err
+	}
+	if err := store.CheckVersionID(versionID); err != nil {
+		return nil, err
+	}
+	r, err := tx.ResolveVersion(ctx, bucket, key, versionID, withInline)
+	if errors.Is(err, store.ErrNoSuchVersion) {
 		if berr := tx.BucketExists(ctx, bucket); berr != nil {
 			return nil, berr
 		}
+	}
+	if err == nil && r.Info.DeleteMarker {
+		return r, fmt.Errorf("version %s: %w", versionID, store.ErrDeleteMarker)
 	}
 	return r, err
 }

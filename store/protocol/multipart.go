@@ -85,12 +85,13 @@ func (s *Store) CompleteMultipartUpload(ctx context.Context, bucket, key, upload
 		meta := u.Meta
 		meta.CompletedUpload = uploadID // remembered for a repeated Complete
 		info.Size, info.ETag, info.Checksum, info.Meta = size, store.MultipartETag(chosen), ck, meta
-		lm, err := WriteObject(ctx, tx, ObjectRow{Bucket: bucket, Key: key, Size: size, ETag: info.ETag,
+		w, err := WriteObject(ctx, tx, ObjectRow{Bucket: bucket, Key: key, Size: size, ETag: info.ETag,
 			Meta: meta, Checksum: ck, PartCount: len(chosen)}, opts)
 		if err != nil {
 			return err
 		}
-		info.LastModified = lm
+		lm := w.LastModified
+		info.LastModified, info.VersionID = lm, w.VersionID
 		if err := tx.WriteManifest(ctx, bucket, key, uploadID, manifest); err != nil {
 			return err
 		}

@@ -102,9 +102,9 @@ func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reade
 		info.Size = d.Size
 		info.ETag = hex.EncodeToString(d.MD5[:])
 		info.Checksum = d.Checksum
-		lm, err := WriteObject(ctx, tx, ObjectRow{Bucket: bucket, Key: key, BlobID: &id, Size: info.Size,
+		w, err := WriteObject(ctx, tx, ObjectRow{Bucket: bucket, Key: key, BlobID: &id, Size: info.Size,
 			ETag: info.ETag, Meta: opts.Meta, Checksum: info.Checksum}, opts)
-		info.LastModified = lm
+		info.LastModified, info.VersionID = w.LastModified, w.VersionID
 		return err
 	})
 	if err != nil {
@@ -138,24 +138,70 @@ func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, pa
 	return pi, nil
 }
 
-// WriteObject replaces the object row, after checking the conditional-write
-// options against the current row, and drops the manifest of a previous
-// multipart object. The caller holds the object's lock and writes the new
-// manifest afterwards.
-func WriteObject(ctx context.Context, tx Tx, o ObjectRow, opts store.PutOptions) (time.Time, error) {
+// Written is what WriteObject wrote.
+type Written struct {
+	LastModified time.Time
+	VersionID    string
+	// demoted is the seq of the noncurrent version the previous current
+	// object became, 0 if it became none.
+	demoted int64
+}
+
+// WriteObject writes the object row as the key's new current version, after
+// checking the conditional-write options against the current row. The
+// bucket's versioning state decides what happens to the previous current
+// object: overwritten in place (no versioning; suspended with a null
+// current), or demoted to a noncurrent version with its manifest (enabled;
+// suspended with a non-null current); a suspended bucket's write is the null
+// version, which replaces a noncurrent null version for good. The caller
+// holds the object's lock and writes the new manifest afterwards.
+func WriteObject(ctx context.Context, tx Tx, o ObjectRow, opts store.PutOptions) (Written, error) {
 	cur, err := tx.CurrentObject(ctx, o.Bucket, o.Key)
 	if err != nil {
-		return time.Time{}, err
+		return Written{}, err
 	}
+	return writeOver(ctx, tx, cur, o, opts)
+}
+
+// demotes reports whether a write over c keeps c as a noncurrent version.
+func (c Current) demotes() bool {
+	return c.Exists && c.Versioning != "" && (c.Versioning == store.VersioningEnabled || c.VersionID != store.NullVersion)
+}
+
+// writeOver is WriteObject over the current row cur, read in tx.
+func writeOver(ctx context.Context, tx Tx, cur Current, o ObjectRow, opts store.PutOptions) (Written, error) {
 	if err := CheckWriteConditions(opts, cur.Exists, cur.ETag); err != nil {
-		return time.Time{}, err
+		return Written{}, err
 	}
-	if cur.PartCount > 0 {
+	var w Written
+	var err error
+	switch {
+	case cur.demotes():
+		if w.demoted, err = tx.DemoteCurrent(ctx, o.Bucket, o.Key); err != nil {
+			return Written{}, err
+		}
+	case cur.PartCount > 0:
 		if err := tx.DropManifest(ctx, o.Bucket, o.Key); err != nil {
-			return time.Time{}, err
+			return Written{}, err
 		}
 	}
-	return tx.PutObjectRow(ctx, o)
+	o.VersionID = store.NullVersion
+	switch cur.Versioning {
+	case store.VersioningEnabled:
+		o.VersionID = store.NewVersionID()
+	case store.VersioningSuspended:
+		if !cur.Exists || cur.VersionID != store.NullVersion {
+			// A key has one null version at most: a noncurrent one goes.
+			if _, err := tx.DropVersion(ctx, o.Bucket, o.Key, store.NullVersion); err != nil {
+				return Written{}, err
+			}
+		}
+	}
+	if w.LastModified, err = tx.PutObjectRow(ctx, o); err != nil {
+		return Written{}, err
+	}
+	w.VersionID = o.VersionID
+	return w, nil
 }
 
 // stagedPut is the put path of PutObject, UploadPart and the byte-copy form

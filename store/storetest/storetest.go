@@ -101,7 +101,7 @@ var tests = []test{
 // Run runs the suite, each test as a parallel subtest on its own engine from
 // open, with the bucket "b" created.
 func Run(t *testing.T, open func(t *testing.T) *Env) {
-	for _, tc := range tests {
+	for _, tc := range slices.Concat(tests, versionTests) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			v := open(t)
