@@ -303,3 +303,72 @@ func TestLifecycleAbortsUploads(t *testing.T) {
 		})
 	}
 }
+
+// TestLifecycleExpires: with a one-second lifecycle day, an Expiration rule
+// removes the current objects under its prefix (not the others, nor those
+// a tag filter leaves out), x-amz-expiration announced it, and GC then
+// reclaims exactly their blobs.
+func TestLifecycleExpires(t *testing.T) {
+	for _, engine := range lifecycleEngines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			gw := lifecycleGateway(t, engine)
+			cl := sdkClient(t, gw)
+			ctx := testCtx(t, 2*time.Minute)
+			bucket := mustBucket(t, cl, "lcexp")
+			if _, err := cl.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: &bucket,
+				LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{
+					{ID: aws.String("exp"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("exp/")},
+						Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
+					{ID: aws.String("scratch"), Status: types.ExpirationStatusEnabled,
+						Filter:     &types.LifecycleRuleFilter{Tag: &types.Tag{Key: aws.String("class"), Value: aws.String("scratch")}},
+						Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
+				}}}); err != nil {
+				t.Fatal(err)
+			}
+			start := metricsOf(t, gw)
+			objects := map[string]string{ // key -> tagging
+				"exp/0": "", "exp/1": "", "exp/2": "", "exp/big": "", "t/scratch": "class=scratch",
+				"keep/0": "", "keep/1": "", "t/kept": "class=keep",
+			}
+			for key, tagging := range objects {
+				body := key + strings.Repeat("x", len(key)*100) // distinct contents, a blob each
+				in := &s3.PutObjectInput{Bucket: &bucket, Key: aws.String(key), Body: strings.NewReader(body)}
+				if tagging != "" {
+					in.Tagging = aws.String(tagging)
+				}
+				out, err := cl.PutObject(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				expires := strings.HasPrefix(key, "exp/") || key == "t/scratch"
+				if (out.Expiration != nil) != expires {
+					t.Errorf("%s: x-amz-expiration %q, want one: %v", key, aws.ToString(out.Expiration), expires)
+				}
+			}
+			if n := metricsOf(t, gw)["s3gate_blobs"]; n != 8 {
+				t.Fatalf("%v blobs after the writes, want 8", n)
+			}
+			m := waitMetrics(t, gw, "five objects expired, their blobs reclaimed", func(m map[string]float64) bool {
+				return m["s3gate_lifecycle_expired_objects_total"] >= 5 && m["s3gate_blobs"] <= 3 &&
+					m["s3gate_gc_reclaimed_blobs_total"]-start["s3gate_gc_reclaimed_blobs_total"] >= 5
+			})
+			if m["s3gate_lifecycle_expired_objects_total"] != 5 || m["s3gate_blobs"] != 3 ||
+				m["s3gate_gc_reclaimed_blobs_total"]-start["s3gate_gc_reclaimed_blobs_total"] != 5 || m["s3gate_lifecycle_errors_total"] != 0 {
+				t.Errorf("expired %v, blobs %v, reclaimed %v, errors %v: want 5, 3, 5, 0", m["s3gate_lifecycle_expired_objects_total"],
+					m["s3gate_blobs"], m["s3gate_gc_reclaimed_blobs_total"]-start["s3gate_gc_reclaimed_blobs_total"], m["s3gate_lifecycle_errors_total"])
+			}
+			list, err := cl.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &bucket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, o := range list.Contents {
+				left = append(left, aws.ToString(o.Key))
+			}
+			if strings.Join(left, " ") != "keep/0 keep/1 t/kept" {
+				t.Errorf("objects left %v, want keep/0 keep/1 t/kept", left)
+			}
+		})
+	}
+}
