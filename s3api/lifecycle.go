@@ -104,8 +104,8 @@ func (a *api) deleteBucketLifecycle(rq *request) error {
 // rounding, on the configured lifecycle day) and the rule's URL-encoded ID.
 // The bucket's configuration is the one the request's decision loaded.
 func (a *api) setExpiration(rq *request, info store.ObjectInfo, tags []store.Tag) {
-	if rq.decision == nil {
-		return
+	if rq.decision == nil || rq.q.Has("versionId") {
+		return // a version read by id may not be the current one the rules expire
 	}
 	c, err := storedLifecycle(rq.decision.cfgs)
 	if err != nil || c == nil {
