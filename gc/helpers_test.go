@@ -238,6 +238,8 @@ func (v *env) assertNoOrphans(t *testing.T) {
 	if n := v.count(t, `SELECT count(*) FROM blobs b
 			WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
 			  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
+			  AND NOT EXISTS (SELECT 1 FROM object_versions ov WHERE ov.blob_id = b.id)
+			  AND NOT EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id)
 			  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`); n != 0 {
 		t.Errorf("%d unreferenced blob rows", n)
 	}

@@ -149,7 +149,7 @@ func (ac *access) authorize(rq *request) error {
 		}
 		return nil // decided per key (allowKey)
 	}
-	err = g.decide(rq.op, rq.bucket, rq.key)
+	err = g.decideVersion(rq.op, rq.bucket, rq.key, rq.q.Get("versionId"))
 	if err == nil && rq.r.Header.Get("x-amz-tagging") != "" && slices.Contains(taggingOps, rq.op) {
 		err = g.decide("PutObjectTagging", rq.bucket, rq.key) // as AWS: tags on a write need their own action
 	}
@@ -264,7 +264,29 @@ func (g *decision) shortcuts(op, bucket, key string) error {
 // what its own policy does not); otherwise the implicit deny. The root key
 // and keys without a policy of their own are allowed by their identity.
 func (g *decision) decide(op, bucket, key string) error {
+	return g.decideVersion(op, bucket, key, "")
+}
+
+// versionActions are the actions S3 checks instead when a request names a
+// version (versionId).
+var versionActions = map[string]string{
+	"s3:GetObject":           "s3:GetObjectVersion",
+	"s3:DeleteObject":        "s3:DeleteObjectVersion",
+	"s3:GetObjectAcl":        "s3:GetObjectVersionAcl",
+	"s3:PutObjectAcl":        "s3:PutObjectVersionAcl",
+	"s3:GetObjectTagging":    "s3:GetObjectVersionTagging",
+	"s3:PutObjectTagging":    "s3:PutObjectVersionTagging",
+	"s3:DeleteObjectTagging": "s3:DeleteObjectVersionTagging",
+	"s3:GetObjectAttributes": "s3:GetObjectVersionAttributes",
+}
+
+// decideVersion is decide for a request that names version vid of key
+// ("" none): S3 checks the version's own action (s3:GetObjectVersion, ...).
+func (g *decision) decideVersion(op, bucket, key, vid string) error {
 	action, scope, known := iam.ActionOf(op)
+	if va, ok := versionActions[action]; ok && vid != "" {
+		action = va
+	}
 	if !known {
 		// No policy can name it (an odd method, an unsupported form): the
 		// owner and keys without a policy reach the handler's answer
@@ -353,12 +375,13 @@ func hideMissingKey(rq *request, err error) error {
 	return errAccessDenied
 }
 
-// allowKey decides one key of a DeleteObjects request (nil: allowed).
-func (a *api) allowKey(rq *request, key string) error {
+// allowKey decides one key (or version vid of it) of a DeleteObjects
+// request (nil: allowed).
+func (a *api) allowKey(rq *request, key, vid string) error {
 	if rq.decision == nil {
 		return nil // no policy evaluation configured
 	}
-	return rq.decision.decide("DeleteObject", rq.bucket, key)
+	return rq.decision.decideVersion("DeleteObject", rq.bucket, key, vid)
 }
 
 // publicACLs are the canned ACLs that grant to everyone or to every

@@ -241,11 +241,12 @@ func aclGrants(acl *store.ACL, anonymous bool, key, perm string, ignorePublic bo
 var (
 	bucketACLPerms = map[string]string{
 		"s3:ListBucket": "READ", "s3:ListBucketVersions": "READ", "s3:ListBucketMultipartUploads": "READ",
-		"s3:PutObject": "WRITE", "s3:DeleteObject": "WRITE", "s3:AbortMultipartUpload": "WRITE",
+		"s3:PutObject": "WRITE", "s3:DeleteObject": "WRITE", "s3:DeleteObjectVersion": "WRITE", "s3:AbortMultipartUpload": "WRITE",
 		"s3:GetBucketAcl": "READ_ACP", "s3:PutBucketAcl": "WRITE_ACP",
 	}
 	objectACLPerms = map[string]string{
 		"s3:GetObject": "READ", "s3:GetObjectAcl": "READ_ACP", "s3:PutObjectAcl": "WRITE_ACP",
+		"s3:GetObjectVersion": "READ", "s3:GetObjectVersionAcl": "READ_ACP", "s3:PutObjectVersionAcl": "WRITE_ACP",
 	}
 )
 

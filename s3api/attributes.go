@@ -91,7 +91,7 @@ func parseHeaderInt(v string, def int, bad *apiError) (int, error) {
 // ObjectParts.PartsCount); ObjectParts appears only for multipart objects,
 // paged by x-amz-max-parts / x-amz-part-number-marker.
 func (a *api) getObjectAttributes(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
+	if _, err := versionParam(rq); err != nil {
 		return err
 	}
 	want, err := parseObjectAttributes(rq.r.Header.Values("x-amz-object-attributes"))
@@ -107,8 +107,11 @@ func (a *api) getObjectAttributes(rq *request) error {
 	if err != nil {
 		return err
 	}
-	info, err := a.headObject(rq)
+	info, err := a.headVersion(rq)
 	if err != nil {
+		return err
+	}
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
 		return err
 	}
 	out := getObjectAttributesResponse{NS: s3NS}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -183,7 +184,10 @@ func (a *api) authorizePolicies(rq *request) error {
 	if rq.op == "CopyObject" || rq.op == "UploadPartCopy" {
 		if src, err := parseCopySource(rq.r.Header); err == nil {
 			srq := *rq
-			srq.op, srq.bucket, srq.key = "GetObject", src.Bucket, src.Key
+			srq.op, srq.bucket, srq.key, srq.q = "GetObject", src.Bucket, src.Key, url.Values{}
+			if src.VersionID != "" {
+				srq.q.Set("versionId", src.VersionID) // s3:GetObjectVersion
+			}
 			if err := a.access.authorize(&srq); err != nil {
 				return authzError(err)
 			}

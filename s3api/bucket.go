@@ -222,18 +222,6 @@ func (a *api) getBucketLocation(rq *request) error {
 	return writeXML(rq, locationConstraint{NS: s3NS, Region: region})
 }
 
-type versioningConfiguration struct {
-	XMLName xml.Name `xml:"VersioningConfiguration"`
-	NS      string   `xml:"xmlns,attr"`
-}
-
-func (a *api) getBucketVersioning(rq *request) error {
-	if _, err := a.st.HeadBucket(rq.ctx, rq.bucket); err != nil {
-		return fmt.Errorf("bucket versioning %q: %w", rq.bucket, err)
-	}
-	return writeXML(rq, versioningConfiguration{NS: s3NS}) // never enabled
-}
-
 // notFoundConfig answers a configuration that is never set: the bucket must
 // exist, then the AWS "no such configuration" error.
 func notFoundConfig(e *apiError) handlerFunc {
@@ -317,23 +305,31 @@ func (a *api) putBucketACL(rq *request) error {
 	return a.putConfig(rq, store.BucketConfigACL, string(doc), http.StatusOK)
 }
 
-// headObject resolves an object's metadata without opening its content.
-func (a *api) headObject(rq *request) (store.ObjectInfo, error) {
-	info, _, rd, err := a.st.GetObject(rq.ctx, rq.bucket, rq.key, store.GetOptions{}, true)
+// headObject resolves the metadata of an object's version (the latest for
+// vid "") without opening its content.
+func (a *api) headObject(rq *request, vid string) (store.ObjectInfo, error) {
+	info, _, rd, err := a.st.GetObject(rq.ctx, rq.bucket, rq.key, store.GetOptions{VersionID: vid}, true)
 	if rd != nil {
 		_ = rd.Close() // head=true opens nothing; close defensively
 	}
 	if err != nil {
-		return info, fmt.Errorf("head object %q/%q: %w", rq.bucket, rq.key, err)
+		return info, a.versionError(rq, info, fmt.Errorf("head object %q/%q: %w", rq.bucket, rq.key, err))
 	}
 	return info, nil
 }
 
-func (a *api) getObjectACL(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
-		return err
+// headVersion resolves the version rq's versionId names (the latest
+// without one).
+func (a *api) headVersion(rq *request) (store.ObjectInfo, error) {
+	vid, err := versionParam(rq)
+	if err != nil {
+		return store.ObjectInfo{}, err
 	}
-	info, err := a.headObject(rq)
+	return a.headObject(rq, vid)
+}
+
+func (a *api) getObjectACL(rq *request) error {
+	info, err := a.headVersion(rq)
 	if err != nil {
 		return err
 	}
@@ -356,14 +352,14 @@ func (a *api) getObjectACL(rq *request) error {
 
 // putObjectACL replaces the object's ACL in its metadata (rewriteMeta).
 func (a *api) putObjectACL(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
+	if _, err := versionParam(rq); err != nil {
 		return err
 	}
 	body, err := readBody(rq, a.cfg.MaxXMLBody)
 	if err != nil {
 		return err
 	}
-	info, err := a.headObject(rq)
+	info, err := a.headVersion(rq)
 	if err != nil {
 		return err
 	}
@@ -392,15 +388,13 @@ func (a *api) putObjectACL(rq *request) error {
 	return nil
 }
 
-// rewriteMeta gives the object info read its new metadata (ACL, tags): a
-// metadata-only copy onto itself keeping its checksum, conditional on the
-// ETag read, so that an overwrite in between is not given the old object's
-// metadata (it answers PreconditionFailed instead).
+// rewriteMeta gives the version info read its new metadata (ACL, tags)
+// in place: no new version, the same content, version id and last-modified
+// time, as S3. It is conditional on the ETag read, so that an overwrite in
+// between is not given the old object's metadata (it answers
+// PreconditionFailed instead).
 func (a *api) rewriteMeta(rq *request, info store.ObjectInfo, meta store.ObjectMeta) error {
-	ck := info.Checksum
-	_, err := a.st.CopyObject(rq.ctx, store.CopySource{Bucket: rq.bucket, Key: rq.key, Cond: store.Conditions{IfMatch: info.ETag}}, rq.bucket, rq.key,
-		store.CopyOptions{ReplaceMeta: true, Meta: meta, StorageClass: meta.StorageClass, Checksum: &ck})
-	if err != nil {
+	if _, err := a.st.ReplaceObjectMeta(rq.ctx, rq.bucket, rq.key, info.VersionID, info.ETag, meta); err != nil {
 		return fmt.Errorf("%s %q/%q: %w", rq.op, rq.bucket, rq.key, err)
 	}
 	return nil

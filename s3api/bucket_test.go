@@ -120,7 +120,7 @@ func TestSubresources(t *testing.T) {
 		{"GET", "/nobkt?versioning", nil, 404, "NoSuchBucket", ""},
 		{"PUT", "/bkt?policy", nil, 501, "NotImplemented", ""},
 		{"DELETE", "/bkt?policy", nil, 501, "NotImplemented", ""},
-		{"PUT", "/bkt?versioning", nil, 501, "NotImplemented", ""},
+		{"PUT", "/bkt?versioning", nil, 400, "InvalidRequest", ""}, // no Content-MD5 for no body
 		{"PUT", "/bkt?tagging", nil, 501, "NotImplemented", ""},
 		{"PUT", "/bkt?lifecycle", nil, 501, "NotImplemented", ""},
 		{"PUT", "/bkt?cors", nil, 400, "InvalidRequest", ""}, // the CORS API: no Content-MD5 for no body

@@ -3,6 +3,8 @@ package s3api
 import (
 	"encoding/xml"
 	"fmt"
+
+	"github.com/s3gate/s3gate/store"
 )
 
 // maxDeleteKeys is AWS's limit of keys per DeleteObjects request.
@@ -28,14 +30,21 @@ type deleteResult struct {
 	Errors  []deleteError `xml:"Error"`
 }
 
+// deletedElem is one Deleted element. As S3: VersionId is the version
+// named in the request; DeleteMarker and DeleteMarkerVersionId say that a
+// delete marker was created (its id) or that the version removed was one.
 type deletedElem struct {
-	Key string `xml:"Key"`
+	Key                   string `xml:"Key"`
+	VersionID             string `xml:"VersionId,omitempty"`
+	DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+	DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 }
 
 type deleteError struct {
-	Key     string `xml:"Key"`
-	Code    string `xml:"Code"`
-	Message string `xml:"Message"`
+	Key       string `xml:"Key"`
+	VersionID string `xml:"VersionId,omitempty"`
+	Code      string `xml:"Code"`
+	Message   string `xml:"Message"`
 }
 
 // parseDeleteRequest parses a DeleteObjects body: 1 to 1000 objects
@@ -64,41 +73,83 @@ func (a *api) deleteObjects(rq *request) error {
 		return err
 	}
 	out := deleteResult{NS: s3NS}
-	keys := make([]string, 0, len(req.Objects))
-	for _, o := range req.Objects {
-		if o.VersionID != nil && *o.VersionID != "" && *o.VersionID != "null" {
-			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errInvalidVersionID.Code, Message: errInvalidVersionID.Message})
-			continue
-		}
-		if o.ETag != nil || o.LastModifiedTime != nil || o.Size != nil {
-			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errConditionalDelete.Code, Message: errConditionalDelete.Message})
-			continue
-		}
-		if err := a.allowKey(rq, o.Key); err != nil {
-			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: errAccessDenied.Code, Message: errAccessDenied.Message})
-			continue
-		}
-		keys = append(keys, o.Key)
+	refuse := func(key, vid string, e *apiError) {
+		out.Errors = append(out.Errors, deleteError{Key: key, VersionID: vid, Code: e.Code, Message: e.Message})
 	}
-	if len(keys) > 0 {
-		results, err := a.st.DeleteObjects(rq.ctx, rq.bucket, keys)
-		if err != nil {
-			return fmt.Errorf("delete objects in %q: %w", rq.bucket, err)
+	ids := make([]store.ObjectID, 0, len(req.Objects))
+	versioned := false
+	for _, o := range req.Objects {
+		vid := ""
+		if o.VersionID != nil && *o.VersionID != "" {
+			vid = *o.VersionID
 		}
-		for _, r := range results {
-			if r.Err == nil {
-				if !req.Quiet {
-					out.Deleted = append(out.Deleted, deletedElem{Key: r.Key})
-				}
-				continue
-			}
+		switch {
+		case vid != "" && !store.ValidVersionID(vid):
+			refuse(o.Key, vid, errInvalidVersionID)
+		case o.ETag != nil || o.LastModifiedTime != nil || o.Size != nil:
+			refuse(o.Key, vid, errConditionalDelete)
+		case a.allowKey(rq, o.Key, vid) != nil:
+			refuse(o.Key, vid, errAccessDenied)
+		default:
+			ids = append(ids, store.ObjectID{Key: o.Key, VersionID: vid})
+			versioned = versioned || vid != ""
+		}
+	}
+	if len(ids) == 0 {
+		return writeXML(rq, out)
+	}
+	if !versioned {
+		state, err := a.bucketVersioning(rq, rq.bucket)
+		if err != nil {
+			return err
+		}
+		versioned = state != ""
+	}
+	results, err := a.deleteIDs(rq, ids, versioned)
+	if err != nil {
+		return fmt.Errorf("delete objects in %q: %w", rq.bucket, err)
+	}
+	for i, r := range results {
+		vid := ids[i].VersionID
+		if r.Err != nil {
 			e, internal := toAPIError(r.Err)
 			if internal {
 				a.log.ErrorContext(rq.ctx, "s3 delete objects: key failed",
-					"request_id", rq.id, "bucket", rq.bucket, "key", r.Key, "error", r.Err)
+					"request_id", rq.id, "bucket", rq.bucket, "key", r.Key, "version", vid, "error", r.Err)
 			}
-			out.Errors = append(out.Errors, deleteError{Key: r.Key, Code: e.Code, Message: e.Message})
+			refuse(r.Key, vid, e)
+			continue
 		}
+		if req.Quiet {
+			continue
+		}
+		d := deletedElem{Key: r.Key, VersionID: vid, DeleteMarker: r.DeleteMarker}
+		if r.DeleteMarker {
+			d.DeleteMarkerVersionID = r.VersionID
+		}
+		out.Deleted = append(out.Deleted, d)
 	}
 	return writeXML(rq, out)
+}
+
+// deleteIDs deletes keys or versions, one result per id in order: by the
+// plain delete in a bucket that never had versioning when no version is
+// named (the answer then names none).
+func (a *api) deleteIDs(rq *request, ids []store.ObjectID, versioned bool) ([]store.DeleteVersionResult, error) {
+	if versioned {
+		return a.st.DeleteObjectVersions(rq.ctx, rq.bucket, ids)
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = id.Key
+	}
+	res, err := a.st.DeleteObjects(rq.ctx, rq.bucket, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.DeleteVersionResult, len(res))
+	for i, r := range res {
+		out[i] = store.DeleteVersionResult{Key: r.Key, Err: r.Err}
+	}
+	return out, nil
 }

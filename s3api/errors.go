@@ -49,6 +49,7 @@ var (
 	errMetadataTooLarge         = &apiError{"MetadataTooLarge", http.StatusBadRequest, "Your metadata headers exceed the maximum allowed metadata size."}
 	errInvalidCopySource        = &apiError{"InvalidArgument", http.StatusBadRequest, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
 	errInvalidVersionID         = &apiError{"InvalidArgument", http.StatusBadRequest, "Invalid version id specified"}
+	errNoSuchVersion            = &apiError{"NoSuchVersion", http.StatusNotFound, "The specified version does not exist."}
 	errInvalidMetadataDirective = &apiError{"InvalidArgument", http.StatusBadRequest, "Unknown metadata directive."}
 	errSelfCopy                 = &apiError{"InvalidRequest", http.StatusBadRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."}
 	errInvalidCopyRange         = &apiError{"InvalidArgument", http.StatusBadRequest, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"}
@@ -119,6 +120,10 @@ var storeErrors = []struct {
 	{store.ErrUnavailable, errServiceUnavailable},
 	{store.ErrConditionalConflict, &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."}},
 	{store.ErrNoBucketConfigs, errNotImplemented.withMessage("This metadata engine keeps no bucket configuration.")},
+	{store.ErrNoSuchVersion, errNoSuchVersion},
+	{store.ErrDeleteMarker, errMethodNotAllowed},
+	{store.ErrInvalidBucketState, &apiError{"InvalidBucketState", http.StatusConflict, "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed."}},
+	{store.ErrNotImplemented, errNotImplemented},
 	// A body that ends before its declared length (client went away mid-upload).
 	{io.ErrUnexpectedEOF, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
 }

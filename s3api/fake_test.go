@@ -46,6 +46,13 @@ type memStore struct {
 	injected error
 	// cors holds each bucket's CORS rules (cors_test.go).
 	cors map[string][]store.CORSRule
+	// versioning is each bucket's versioning state; listVersions, if set,
+	// is every ListObjectVersions page; markerIDs are the version ids that
+	// name delete markers (versions_test.go).
+	versioning       map[string]string
+	listVersions     *store.ListVersionsResult
+	lastListVersions store.ListVersionsParams
+	markerIDs        map[string]bool
 }
 
 type memObject struct {
@@ -642,22 +649,49 @@ func objInfo(key string) store.ObjectInfo {
 }
 
 // The versioning calls: the fake keeps one version per key, as a bucket
-// without versioning does.
+// without versioning does, and a versioning state per bucket. Tests script
+// what a versioned store answers: listVersions is ListObjectVersions's
+// page, and a deleted id in markerIDs was a delete marker; a delete without
+// a version id in a versioned bucket creates marker newMarkerID.
 
-func (m *memStore) SetBucketVersioning(context.Context, string, string) error {
-	return store.ErrNotImplemented
+// newMarkerID is the id of every delete marker the fake creates.
+const newMarkerID = "MARKER0123456789abcdefghijklmnop"
+
+func (m *memStore) SetBucketVersioning(_ context.Context, bucket, status string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.buckets[bucket]; !ok {
+		return store.ErrNoSuchBucket
+	}
+	if m.versioning == nil {
+		m.versioning = map[string]string{}
+	}
+	m.versioning[bucket] = status
+	return nil
 }
 
-func (m *memStore) BucketVersioning(context.Context, string) (string, error) { return "", nil }
+func (m *memStore) BucketVersioning(_ context.Context, bucket string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.buckets[bucket]; !ok {
+		return "", store.ErrNoSuchBucket
+	}
+	return m.versioning[bucket], nil
+}
 
 func (m *memStore) DeleteObjectVersion(ctx context.Context, bucket, key string, opts store.DeleteOptions) (store.DeleteVersionResult, error) {
-	if opts.VersionID != "" && opts.VersionID != store.NullVersion {
-		return store.DeleteVersionResult{}, store.ErrNotImplemented
+	res, err := m.DeleteObjectVersions(ctx, bucket, []store.ObjectID{{Key: key, VersionID: opts.VersionID}})
+	if err != nil {
+		return store.DeleteVersionResult{}, err
 	}
-	return store.DeleteVersionResult{Key: key}, m.DeleteObject(ctx, bucket, key)
+	return res[0], res[0].Err
 }
 
 func (m *memStore) DeleteObjectVersions(ctx context.Context, bucket string, ids []store.ObjectID) ([]store.DeleteVersionResult, error) {
+	state, err := m.BucketVersioning(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = id.Key
@@ -666,17 +700,65 @@ func (m *memStore) DeleteObjectVersions(ctx context.Context, bucket string, ids 
 	if err != nil {
 		return nil, err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	out := make([]store.DeleteVersionResult, len(res))
 	for i, r := range res {
-		out[i] = store.DeleteVersionResult{Key: r.Key, Err: r.Err}
+		d := store.DeleteVersionResult{Key: r.Key, Err: r.Err, VersionID: ids[i].VersionID}
+		switch {
+		case d.VersionID != "":
+			d.DeleteMarker = m.markerIDs[d.VersionID]
+		case state == store.VersioningEnabled:
+			d.VersionID, d.DeleteMarker = newMarkerID, true
+		case state == store.VersioningSuspended:
+			d.VersionID, d.DeleteMarker = store.NullVersion, true
+		}
+		out[i] = d
 	}
 	return out, nil
 }
 
-func (m *memStore) ListObjectVersions(context.Context, string, store.ListVersionsParams) (store.ListVersionsResult, error) {
-	return store.ListVersionsResult{}, store.ErrNotImplemented
+func (m *memStore) ListObjectVersions(_ context.Context, bucket string, p store.ListVersionsParams) (store.ListVersionsResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.buckets[bucket]; !ok {
+		return store.ListVersionsResult{}, store.ErrNoSuchBucket
+	}
+	m.lastListVersions = p
+	if m.listVersions != nil {
+		return *m.listVersions, nil
+	}
+	var res store.ListVersionsResult
+	for _, o := range m.objects[bucket] {
+		if strings.HasPrefix(o.info.Key, p.Prefix) && o.info.Key > p.KeyMarker {
+			v := o.info
+			v.VersionID, v.IsLatest = store.NullVersion, true
+			res.Versions = append(res.Versions, v)
+		}
+	}
+	sort.Slice(res.Versions, func(i, j int) bool { return res.Versions[i].Key < res.Versions[j].Key })
+	if len(res.Versions) > p.MaxKeys {
+		res.Versions, res.Truncated = res.Versions[:p.MaxKeys], true
+		res.NextKeyMarker, res.NextVersionIDMarker = res.Versions[p.MaxKeys-1].Key, store.NullVersion
+	}
+	return res, nil
 }
 
-func (m *memStore) ReplaceObjectMeta(context.Context, string, string, string, string, store.ObjectMeta) (store.ObjectInfo, error) {
-	return store.ObjectInfo{}, store.ErrNotImplemented
+func (m *memStore) ReplaceObjectMeta(_ context.Context, bucket, key, versionID, etag string, meta store.ObjectMeta) (store.ObjectInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.injected != nil {
+		return store.ObjectInfo{}, m.injected
+	}
+	o, ok := m.objects[bucket][key]
+	switch {
+	case !ok:
+		return store.ObjectInfo{}, store.ErrNoSuchKey
+	case versionID != "" && versionID != store.NullVersion && versionID != o.info.VersionID:
+		return store.ObjectInfo{}, store.ErrNoSuchVersion
+	case o.info.ETag != etag:
+		return store.ObjectInfo{}, store.ErrPreconditionFailed
+	}
+	o.info.Meta = meta
+	return o.info, nil
 }

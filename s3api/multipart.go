@@ -123,6 +123,9 @@ func (a *api) uploadPartCopy(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("upload part copy %d of %q/%q: %w", part, rq.bucket, rq.key, err)
 	}
+	if err := a.setCopyVersionHeaders(rq, src, "", ""); err != nil {
+		return err
+	}
 	return writeXML(rq, copyPartResult{
 		NS: s3NS, LastModified: xmlTime(orNow(info.LastModified)), ETag: quoteETag(info.ETag),
 		checksumFields: checksumXML(info.Checksum),
@@ -182,6 +185,9 @@ func (a *api) completeMultipartUpload(rq *request) error {
 	info, err := a.st.CompleteMultipartUpload(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), parts, opts)
 	if err != nil {
 		return fmt.Errorf("complete upload of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
+		return err
 	}
 	out := completeResult{
 		NS: s3NS, Location: a.location(rq), Bucket: rq.bucket, Key: rq.key,

@@ -14,14 +14,6 @@ import (
 	"github.com/s3gate/s3gate/store"
 )
 
-// checkVersionID accepts only the "null" version (versioning is never on).
-func checkVersionID(rq *request) error {
-	if rq.q.Has("versionId") && rq.q.Get("versionId") != "null" {
-		return errInvalidVersionID
-	}
-	return nil
-}
-
 func (a *api) putObject(rq *request) error {
 	acl, err := a.writeACL(rq)
 	if err != nil {
@@ -48,6 +40,9 @@ func (a *api) putObject(rq *request) error {
 	h := rq.w.Header()
 	h.Set("ETag", quoteETag(info.ETag))
 	setChecksumHeader(h, info.Checksum)
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
+		return err
+	}
 	a.setExpiration(rq, info, opts.Meta.Tags)
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
@@ -62,7 +57,7 @@ func (a *api) precheckWrite(rq *request, opts store.PutOptions) error {
 	if opts.IfMatch == "" && opts.IfNoneMatch != "*" {
 		return nil
 	}
-	info, err := a.headObject(rq)
+	info, err := a.headObject(rq, "")
 	exists := err == nil
 	if err != nil && !errors.Is(err, store.ErrNoSuchKey) {
 		return err
@@ -84,7 +79,8 @@ func (a *api) precheckWrite(rq *request, opts store.PutOptions) error {
 // getObject serves GetObject and HeadObject.
 func (a *api) getObject(rq *request) error {
 	head := rq.r.Method == http.MethodHead
-	if err := checkVersionID(rq); err != nil {
+	vid, err := versionParam(rq)
+	if err != nil {
 		return err
 	}
 	part, err := parsePartNumber(rq, false)
@@ -95,6 +91,7 @@ func (a *api) getObject(rq *request) error {
 		RangeSpec:  rq.r.Header.Get("Range"),
 		PartNumber: part,
 		Cond:       parseConditions(rq.r.Header, ""),
+		VersionID:  vid,
 	}
 	if opts.RangeSpec != "" && part > 0 {
 		return errRangeWithPart
@@ -114,9 +111,12 @@ func (a *api) getObject(rq *request) error {
 		}
 		return err
 	case err != nil:
-		return fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err)
+		return a.versionError(rq, info, fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err))
 	}
 	setObjectHeaders(rq, info)
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
+		return err
+	}
 	a.setExpiration(rq, info, info.Meta.Tags)
 	h := rq.w.Header()
 	length, status := info.Size, http.StatusOK
@@ -192,32 +192,58 @@ func (a *api) abort(rq *request, err error) {
 	panic(http.ErrAbortHandler)
 }
 
+// deleteObject deletes the key, or the version named, as the bucket's
+// versioning state says; a bucket that never had versioning keeps the plain
+// delete (no version headers).
 func (a *api) deleteObject(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
+	vid, err := versionParam(rq)
+	if err != nil {
 		return err
 	}
 	if err := checkDeleteConditions(rq.r.Header); err != nil {
 		return err
 	}
-	if err := a.st.DeleteObject(rq.ctx, rq.bucket, rq.key); err != nil {
-		return fmt.Errorf("delete object %q/%q: %w", rq.bucket, rq.key, err)
+	state := ""
+	if vid == "" {
+		if state, err = a.bucketVersioning(rq, rq.bucket); err != nil {
+			return err
+		}
+	}
+	if vid == "" && state == "" {
+		if err := a.st.DeleteObject(rq.ctx, rq.bucket, rq.key); err != nil {
+			return fmt.Errorf("delete object %q/%q: %w", rq.bucket, rq.key, err)
+		}
+		rq.w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	res, err := a.st.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, store.DeleteOptions{VersionID: vid})
+	if err != nil {
+		return fmt.Errorf("delete object %q/%q version %q: %w", rq.bucket, rq.key, vid, err)
+	}
+	h := rq.w.Header()
+	if res.DeleteMarker {
+		h.Set("x-amz-delete-marker", "true")
+	}
+	if res.VersionID != "" {
+		h.Set("x-amz-version-id", res.VersionID)
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// parseCopySource reads x-amz-copy-source ("[/]bucket/key[?versionId=null]",
+// parseCopySource reads x-amz-copy-source ("[/]bucket/key[?versionId=id]",
 // URL-encoded) and the x-amz-copy-source-if-* conditions.
 func parseCopySource(h http.Header) (store.CopySource, error) {
 	raw := h.Get("x-amz-copy-source")
 	path, query, hasQuery := strings.Cut(raw, "?")
+	var vid string
 	if hasQuery {
 		q, err := url.ParseQuery(query)
 		if err != nil {
 			return store.CopySource{}, errInvalidCopySource
 		}
-		if q.Has("versionId") && q.Get("versionId") != "null" {
-			return store.CopySource{}, errInvalidVersionID
+		if vid, err = checkVersionID(q.Get("versionId"), q.Has("versionId")); err != nil {
+			return store.CopySource{}, err
 		}
 	}
 	dec, err := url.PathUnescape(path)
@@ -229,7 +255,20 @@ func parseCopySource(h http.Header) (store.CopySource, error) {
 	if !ok || bucket == "" || key == "" {
 		return store.CopySource{}, errInvalidCopySource
 	}
-	return store.CopySource{Bucket: bucket, Key: key, Cond: parseConditions(h, "x-amz-copy-source-")}, nil
+	return store.CopySource{Bucket: bucket, Key: key, Cond: parseConditions(h, "x-amz-copy-source-"), VersionID: vid}, nil
+}
+
+// setCopyVersionHeaders sets the version headers of a copy's answer:
+// x-amz-version-id of the version written (CopyObject only: "" for a part)
+// and x-amz-copy-source-version-id of the source version read.
+func (a *api) setCopyVersionHeaders(rq *request, src store.CopySource, written, read string) error {
+	if read == "" {
+		read = src.VersionID
+	}
+	if err := a.setVersionHeaderOf(rq, src.Bucket, "x-amz-copy-source-version-id", read); err != nil {
+		return err
+	}
+	return a.setVersionHeader(rq, written)
 }
 
 type copyObjectResult struct {
@@ -279,9 +318,10 @@ func (a *api) copyObject(rq *request) error {
 	if opts.StorageClass, err = parseStorageClass(h); err != nil {
 		return err
 	}
-	// A copy onto itself must change something; a storage class given is
-	// checked against the stored one by the store.
-	if src.Bucket == rq.bucket && src.Key == rq.key && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("x-amz-storage-class") == "" {
+	// A copy onto itself must change something (copying a version named by
+	// its id restores it, as S3 allows); a storage class given is checked
+	// against the stored one by the store.
+	if src.Bucket == rq.bucket && src.Key == rq.key && src.VersionID == "" && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("x-amz-storage-class") == "" {
 		return errSelfCopy
 	}
 	if err := a.copyACL(rq, &src, &opts, acl, tags); err != nil {
@@ -292,6 +332,9 @@ func (a *api) copyObject(rq *request) error {
 		return fmt.Errorf("copy %q/%q to %q/%q: %w", src.Bucket, src.Key, rq.bucket, rq.key, err)
 	}
 	setChecksumHeader(rq.w.Header(), info.Checksum)
+	if err := a.setCopyVersionHeaders(rq, src, info.VersionID, info.CopySourceVersionID); err != nil {
+		return err
+	}
 	return writeXML(rq, copyObjectResult{
 		NS: s3NS, LastModified: xmlTime(orNow(info.LastModified)), ETag: quoteETag(info.ETag),
 		checksumFields: checksumXML(info.Checksum),

@@ -204,6 +204,7 @@ var handlers = map[string]handlerFunc{
 	"ListObjectVersions": (*api).listObjectVersions,
 
 	"GetBucketVersioning":             (*api).getBucketVersioning,
+	"PutBucketVersioning":             (*api).putBucketVersioning,
 	"GetBucketAcl":                    (*api).getBucketACL,
 	"PutBucketAcl":                    (*api).putBucketACL,
 	"GetBucketTagging":                (*api).getBucketTagging,

@@ -408,6 +408,9 @@ func (a *api) postAnswer(rq *request, fields map[string]string, info store.Objec
 	h := rq.w.Header()
 	etag := quoteETag(info.ETag)
 	h.Set("ETag", etag)
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
+		return err
+	}
 	loc := a.objectURL(rq)
 	h.Set("Location", loc)
 	redirect := fields["success_action_redirect"]

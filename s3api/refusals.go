@@ -176,10 +176,7 @@ func checkExpectedOwner(rq *request) error {
 // after checking the object exists, AWS's answer for a bucket without Object
 // Lock.
 func (a *api) objectLockNotConfigured(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
-		return err
-	}
-	if _, err := a.headObject(rq); err != nil {
+	if _, err := a.headVersion(rq); err != nil {
 		return err
 	}
 	return errNoObjectLock

@@ -147,18 +147,18 @@ func tagsXML(tags []store.Tag) taggingXML {
 }
 
 func (a *api) getObjectTagging(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
+	info, err := a.headVersion(rq)
+	if err != nil {
 		return err
 	}
-	info, err := a.headObject(rq)
-	if err != nil {
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
 		return err
 	}
 	return writeXML(rq, tagsXML(info.Meta.Tags))
 }
 
 func (a *api) putObjectTagging(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
+	if _, err := versionParam(rq); err != nil {
 		return err
 	}
 	body, err := readBody(rq, a.cfg.MaxXMLBody)
@@ -169,7 +169,7 @@ func (a *api) putObjectTagging(rq *request) error {
 	if err != nil {
 		return err
 	}
-	info, err := a.headObject(rq)
+	info, err := a.headVersion(rq)
 	if err != nil {
 		return err
 	}
@@ -178,15 +178,15 @@ func (a *api) putObjectTagging(rq *request) error {
 	if err := a.rewriteMeta(rq, info, meta); err != nil {
 		return err
 	}
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
+		return err
+	}
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }
 
 func (a *api) deleteObjectTagging(rq *request) error {
-	if err := checkVersionID(rq); err != nil {
-		return err
-	}
-	info, err := a.headObject(rq)
+	info, err := a.headVersion(rq)
 	if err != nil {
 		return err
 	}
@@ -196,6 +196,9 @@ func (a *api) deleteObjectTagging(rq *request) error {
 		if err := a.rewriteMeta(rq, info, meta); err != nil {
 			return err
 		}
+	}
+	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
+		return err
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -349,3 +349,45 @@ func (f *fakeEngine) ReplaceObjectMeta(_ context.Context, bucket, key, versionID
 	f.rec("ReplaceObjectMeta")
 	return ObjectInfo{Bucket: bucket, Key: key, VersionID: versionID, Meta: meta}, nil
 }
+
+func TestVersionIDs(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		id := NewVersionID()
+		if len(id) != 32 || !ValidVersionID(id) || id == NullVersion || seen[id] {
+			t.Fatalf("NewVersionID gave %q", id)
+		}
+		seen[id] = true
+	}
+	for _, c := range []struct {
+		id    string
+		valid bool
+	}{
+		{NullVersion, true}, {"", false}, {"Null", false}, {"abc", false},
+		{strings.Repeat("A", 32), true}, {strings.Repeat("A", 31), false}, {strings.Repeat("A", 31) + "+", false},
+	} {
+		if got := ValidVersionID(c.id); got != c.valid {
+			t.Errorf("ValidVersionID(%q) = %v, want %v", c.id, got, c.valid)
+		}
+	}
+}
+
+func TestListObjectVersionsParams(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    ListVersionsParams
+		ok   bool
+	}{
+		{"defaults", ListVersionsParams{}, true},
+		{"markers", ListVersionsParams{KeyMarker: "k", VersionIDMarker: NullVersion}, true},
+		{"negative max-keys", ListVersionsParams{MaxKeys: -1}, false},
+		{"version marker alone", ListVersionsParams{VersionIDMarker: NullVersion}, false},
+		{"malformed version marker", ListVersionsParams{KeyMarker: "k", VersionIDMarker: "x"}, false},
+	} {
+		f := &fakeEngine{}
+		_, err := New(f).ListObjectVersions(context.Background(), "b", c.p)
+		if c.ok != (err == nil) || !c.ok && (!errors.Is(err, ErrInvalidArgument) || len(f.calls) != 0) {
+			t.Errorf("%s: %v (engine calls %v)", c.name, err, f.calls)
+		}
+	}
+}

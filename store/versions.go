@@ -198,6 +198,10 @@ func (s *Store) ListObjectVersions(ctx context.Context, bucket string, p ListVer
 	switch {
 	case p.MaxKeys < 0:
 		return ListVersionsResult{}, fmt.Errorf("%w: max-keys %d must not be negative", ErrInvalidArgument, p.MaxKeys)
+	case p.VersionIDMarker != "" && p.KeyMarker == "":
+		return ListVersionsResult{}, fmt.Errorf("%w: A version-id marker cannot be specified without a key marker", ErrInvalidArgument)
+	case CheckVersionID(p.VersionIDMarker) != nil:
+		return ListVersionsResult{}, CheckVersionID(p.VersionIDMarker)
 	case p.MaxKeys > MaxListKeys:
 		p.MaxKeys = MaxListKeys
 	}

@@ -57,7 +57,7 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 
 // fetchUploads reads the uploads of bucket for protocol.ListUploads.
 func fetchUploads(ctx context.Context, q querier, bucket string) protocol.FetchUploads {
-	return func(c *protocol.ListCursor, tail *protocol.UploadMarker, limit int) ([]store.Upload, error) {
+	return func(c *protocol.ListCursor, tail *protocol.Marker, limit int) ([]store.Upload, error) {
 		if c.DelimNext != "" {
 			query, args := skipScan(c, bucket, uploadList, tail, limit)
 			return scanUploads(ctx, q, bucket, query, args)
@@ -66,7 +66,7 @@ func fetchUploads(ctx context.Context, q querier, bucket string) protocol.FetchU
 		if tail != nil {
 			cond = `((` + cond + `) OR (key = ? AND (initiated, upload_id) >
 				((SELECT initiated FROM uploads WHERE upload_id = ?), ?)))`
-			args = append(args, tail.Key, tail.UploadID, tail.UploadID)
+			args = append(args, tail.Key, tail.ID, tail.ID)
 		}
 		return scanUploads(ctx, q, bucket, `SELECT `+uploadList.cols+` FROM uploads
 			WHERE bucket = ? AND `+cond+` ORDER BY `+uploadList.order+` LIMIT ?`,
@@ -106,7 +106,7 @@ var (
 // nothing else), the last gap's rows up to the limit, and first the rows
 // following tail if it is not nil (uploads only). It returns the statement
 // and all its arguments.
-func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.UploadMarker, limit int) (string, []any) {
+func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.Marker, limit int) (string, []any) {
 	// A gap's rows are key >= lo AND key IS NOT skip: one lower bound for
 	// the index search.
 	var skip any
@@ -126,7 +126,7 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 	head := ""
 	if tail != nil {
 		head = t.tail + " UNION ALL "
-		args = append(args, tail.Key, tail.UploadID)
+		args = append(args, tail.Key, tail.ID)
 	}
 	// hit is a gap's first key under a common prefix: the subquery yields
 	// its keys in index order, and the first that rolls up ends the search.

@@ -201,15 +201,11 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 			return err
 		}
 		var err error
-		res, err = protocol.ListVersions(p, func(c *protocol.ListCursor, tail *protocol.VersionMarker, limit int) ([]store.ObjectInfo, error) {
+		res, err = protocol.ListVersions(p, func(c *protocol.ListCursor, tail *protocol.Marker, limit int) ([]store.ObjectInfo, error) {
 			var query string
 			var args []any
 			if c.DelimNext != "" {
-				var um *protocol.UploadMarker // skipScan's tail: a key and an id
-				if tail != nil {
-					um = &protocol.UploadMarker{Key: tail.Key, UploadID: tail.VersionID}
-				}
-				query, args = skipScan(c, bucket, versionList, um, limit)
+				query, args = skipScan(c, bucket, versionList, tail, limit)
 			} else {
 				// Numbered as skipScan numbers them (?8 the limit, ?9 and ?10
 				// the marker). Each table is read in its index order up to
@@ -228,7 +224,7 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 					UNION ALL SELECT * FROM (SELECT ` + versionList.cols + ` FROM object_versions
 						WHERE ` + rng + ` ORDER BY key, seq DESC LIMIT ?8)`
 				if tail != nil {
-					args[8], args[9] = tail.Key, tail.VersionID
+					args[8], args[9] = tail.Key, tail.ID
 					query += ` UNION ALL SELECT * FROM (SELECT ` + versionList.cols + ` FROM object_versions
 						WHERE bucket = ?1 AND key = ?9 AND seq < ` + markerSeq + ` ORDER BY seq DESC LIMIT ?8)`
 				}

@@ -63,7 +63,7 @@ func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListPar
 
 // fetchUploads reads the uploads of bucket for protocol.ListUploads.
 func (e *Engine) fetchUploads(ctx context.Context, bucket string) protocol.FetchUploads {
-	return func(c *protocol.ListCursor, tail *protocol.UploadMarker, limit int) ([]store.Upload, error) {
+	return func(c *protocol.ListCursor, tail *protocol.Marker, limit int) ([]store.Upload, error) {
 		var query string
 		var args []any
 		if c.DelimNext != "" {
@@ -74,7 +74,7 @@ func (e *Engine) fetchUploads(ctx context.Context, bucket string) protocol.Fetch
 			if tail != nil {
 				cond = fmt.Sprintf(`((%s) OR (o.key = $%d AND (o.initiated, o.upload_id) >
 					((SELECT initiated FROM uploads WHERE upload_id = $%d), $%d)))`, cond, len(args)+1, len(args)+2, len(args)+2)
-				args = append(args, tail.Key, tail.UploadID)
+				args = append(args, tail.Key, tail.ID)
 			}
 			query = `SELECT ` + uploadList.cols + ` FROM uploads o WHERE o.bucket = $1 AND ` + cond +
 				fmt.Sprintf(` ORDER BY %s LIMIT $%d`, uploadList.order, len(args)+1)
@@ -126,7 +126,7 @@ var (
 // first are never read. The rows are each gap's rows and its hit's key alone
 // (a common prefix shows nothing else), after the rows following tail if it
 // is not nil (uploads only). It returns the statement and all its arguments.
-func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.UploadMarker, limit int) (string, []any) {
+func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.Marker, limit int) (string, []any) {
 	// A gap's lower bound is key > lo_x AND key >= lo_i: no key is empty.
 	loX, loI := c.Range.From, ""
 	if c.Range.Inclusive {
@@ -142,7 +142,7 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 	args = append(args, utf8.RuneCountInString(c.Prefix), c.Delim, c.DelimNext, limit)
 	head := ""
 	if tail != nil {
-		args = append(args, tail.Key, tail.UploadID)
+		args = append(args, tail.Key, tail.ID)
 		head = t.tail + " UNION ALL "
 	}
 	r := strings.NewReplacer("BOUND", bound, "$P", fmt.Sprintf("$%d::int", n+1), "$D", fmt.Sprintf("$%d::text", n+2),

@@ -183,15 +183,11 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 	if err := e.bucketExists(ctx, e.pool, bucket); err != nil {
 		return store.ListVersionsResult{}, fmt.Errorf("list versions in %s: %w", bucket, err)
 	}
-	res, err := protocol.ListVersions(p, func(c *protocol.ListCursor, tail *protocol.VersionMarker, limit int) ([]store.ObjectInfo, error) {
+	res, err := protocol.ListVersions(p, func(c *protocol.ListCursor, tail *protocol.Marker, limit int) ([]store.ObjectInfo, error) {
 		var query string
 		var args []any
-		var um *protocol.UploadMarker // skipScan's tail: a key and an id
-		if tail != nil {
-			um = &protocol.UploadMarker{Key: tail.Key, UploadID: tail.VersionID}
-		}
 		if c.DelimNext != "" {
-			query, args = skipScan(c, bucket, versionList, um, limit)
+			query, args = skipScan(c, bucket, versionList, tail, limit)
 		} else {
 			// Each table is read in its index order up to the limit, so a
 			// page costs the page, not the bucket.
@@ -205,7 +201,7 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 					WHERE o.bucket = $1 AND ` + cond + ` ORDER BY o.key, o.seq DESC LIMIT ` + lim + `)`
 			if tail != nil {
 				t, u := fmt.Sprintf("$%d::text", len(args)+1), fmt.Sprintf("$%d::text", len(args)+2)
-				args = append(args, tail.Key, tail.VersionID)
+				args = append(args, tail.Key, tail.ID)
 				query += ` UNION ALL (SELECT ` + versionList.cols + ` FROM object_versions o
 					WHERE o.bucket = $1 AND o.key = ` + t + ` AND o.seq < ` + replaceMarker(markerSeq, t, u) + `
 					ORDER BY o.seq DESC LIMIT ` + lim + `)`

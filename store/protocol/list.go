@@ -155,75 +155,106 @@ func ListObjects(p store.ListParams, fetch FetchObjects) (store.ListResult, erro
 	return res, nil
 }
 
-// UploadMarker is a position inside one key's uploads: the uploads of Key
-// initiated after UploadID (ties broken by id).
-type UploadMarker struct {
-	Key, UploadID string
+// Marker is a position inside one key's entries (its uploads, its
+// versions): the entries of Key that follow the one named ID.
+type Marker struct {
+	Key, ID string
 }
 
 // FetchUploads returns, ordered by key, initiation time and id, at most limit
 // uploads of the cursor's current Range and, if tail is not nil, the uploads
 // after tail as well. With the cursor's DelimNext set it may skip past common
 // prefixes as FetchObjects may: a key that rolls up needs one upload.
-type FetchUploads func(c *ListCursor, tail *UploadMarker, limit int) ([]store.Upload, error)
+type FetchUploads func(c *ListCursor, tail *Marker, limit int) ([]store.Upload, error)
 
 // ListUploads pages a ListMultipartUploads answer out of fetch. Uploads and
 // common prefixes count together towards MaxUploads; a common prefix costs
 // one seek past it, as in ListObjects. Errors of fetch come back as they are.
 func ListUploads(p store.ListUploadsParams, fetch FetchUploads) (store.ListUploadsResult, error) {
-	var res store.ListUploadsResult
-	maxUploads := p.MaxUploads
-	if maxUploads <= 0 || maxUploads > store.MaxListKeys {
-		maxUploads = store.MaxListKeys
+	pg, err := listKeyed(p.Prefix, p.Delimiter, p.KeyMarker, p.UploadIDMarker, p.MaxUploads, fetch,
+		func(u store.Upload) (string, string) { return u.Key, u.UploadID }, nil)
+	return store.ListUploadsResult{Uploads: pg.entries, CommonPrefixes: pg.prefixes, Truncated: pg.truncated,
+		NextKeyMarker: pg.nextKey, NextUploadIDMarker: pg.nextID}, err
+}
+
+// keyedPage is one page of entries listed by key and, within a key, in an
+// order of their own: uploads or versions.
+type keyedPage[T any] struct {
+	entries         []T
+	prefixes        []string
+	truncated       bool
+	nextKey, nextID string
+}
+
+// listKeyed pages entries out of fetch: entries and common prefixes count
+// together towards maxKeys; a common prefix costs one seek past it; a key
+// marker with an id marker resumes inside the marker key (fetch's tail),
+// and so does every fetch after one that ended inside a key. ident names an
+// entry's key and id; first, if not nil, is told of each entry whether it
+// comes first of its key (an entry after a tail never does). Errors of fetch
+// come back as they are.
+func listKeyed[T any](prefix, delim, keyMarker, idMarker string, maxKeys int,
+	fetch func(c *ListCursor, tail *Marker, limit int) ([]T, error), ident func(T) (string, string), first func(*T, bool)) (keyedPage[T], error) {
+	var res keyedPage[T]
+	if maxKeys <= 0 || maxKeys > store.MaxListKeys {
+		maxKeys = store.MaxListKeys
 	}
-	c := NewListCursor(p.Prefix, p.Delimiter, p.KeyMarker)
-	// With an upload-id marker, the marker key's later uploads come first.
-	var tail *UploadMarker
-	if p.KeyMarker != "" && p.UploadIDMarker != "" && Rollup(p.KeyMarker, p.Prefix, p.Delimiter) == "" &&
-		strings.HasPrefix(p.KeyMarker, p.Prefix) {
-		tail = &UploadMarker{Key: p.KeyMarker, UploadID: p.UploadIDMarker}
+	c := NewListCursor(prefix, delim, keyMarker)
+	// With an id marker, the marker key's later entries come first.
+	var tail *Marker
+	if keyMarker != "" && idMarker != "" && Rollup(keyMarker, prefix, delim) == "" && strings.HasPrefix(keyMarker, prefix) {
+		tail = &Marker{Key: keyMarker, ID: idMarker}
 	}
 	count := 0
 	var lastKey, lastID, lastCP string
-	for !c.Done && !res.Truncated {
-		limit := min(maxUploads-count+1, ListBatch)
+	for !c.Done && !res.truncated {
+		limit := min(maxKeys-count+1, ListBatch)
 		batch, err := fetch(c, tail, limit)
 		if err != nil {
 			return res, err
+		}
+		prevKey := "" // no key is empty
+		if tail != nil {
+			prevKey = tail.Key
 		}
 		tail = nil
 		if len(batch) < limit {
 			c.Done = true // the interval holds nothing beyond this batch
 		}
-		for _, u := range batch {
-			if lastCP != "" && strings.HasPrefix(u.Key, lastCP) {
+		for _, e := range batch {
+			key, id := ident(e)
+			if first != nil {
+				first(&e, key != prevKey)
+			}
+			prevKey = key
+			if lastCP != "" && strings.HasPrefix(key, lastCP) {
 				continue // under the prefix just returned: the fetch did not skip it
 			}
-			if count == maxUploads {
-				res.Truncated = true
+			if count == maxKeys {
+				res.truncated = true
 				break
 			}
 			count++
-			if cp := Rollup(u.Key, p.Prefix, p.Delimiter); cp != "" {
-				res.CommonPrefixes = append(res.CommonPrefixes, cp)
+			if cp := Rollup(key, prefix, delim); cp != "" {
+				res.prefixes = append(res.prefixes, cp)
 				lastKey, lastID, lastCP = cp, "", cp
 				c.SkipPast(cp) // for the next fetch, if this batch was full
 				continue
 			}
-			res.Uploads = append(res.Uploads, u)
-			lastKey, lastID = u.Key, u.UploadID
-			// Later uploads of the same key may follow in the next batch: resume
-			// at this key, after this upload.
-			c.Advance(u.Key)
+			res.entries = append(res.entries, e)
+			lastKey, lastID = key, id
+			// Later entries of the same key may follow in the next batch:
+			// resume at this key, after this entry.
+			c.Advance(key)
 		}
-		if !c.Done && !res.Truncated && lastID != "" {
-			// The batch may have ended inside a key's uploads: continue after
-			// the last one.
-			tail = &UploadMarker{Key: lastKey, UploadID: lastID}
+		if !c.Done && !res.truncated && lastID != "" {
+			// The batch may have ended inside a key's entries: continue
+			// after the last one.
+			tail = &Marker{Key: lastKey, ID: lastID}
 		}
 	}
-	if res.Truncated {
-		res.NextKeyMarker, res.NextUploadIDMarker = lastKey, lastID
+	if res.truncated {
+		res.nextKey, res.nextID = lastKey, lastID
 	}
 	return res, nil
 }

@@ -261,12 +261,12 @@ func TestListObjectsFetchError(t *testing.T) {
 // fakeUploads serves uploads sorted by key then id (standing in for
 // initiation time) the way an engine's statement does.
 func fakeUploads(ups []store.Upload) FetchUploads {
-	return func(c *ListCursor, tail *UploadMarker, limit int) ([]store.Upload, error) {
+	return func(c *ListCursor, tail *Marker, limit int) ([]store.Upload, error) {
 		var out []store.Upload
 		for _, u := range ups {
 			inRange := u.Key > c.Range.From || (u.Key == c.Range.From && c.Range.Inclusive)
 			inRange = inRange && (!c.Range.Bounded || u.Key < c.Range.To)
-			inTail := tail != nil && u.Key == tail.Key && u.UploadID > tail.UploadID
+			inTail := tail != nil && u.Key == tail.Key && u.UploadID > tail.ID
 			if !inRange && !inTail {
 				continue
 			}

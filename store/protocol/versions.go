@@ -157,79 +157,22 @@ func (s *Store) ReplaceObjectMeta(ctx context.Context, bucket, key, versionID, e
 	return info, nil
 }
 
-// VersionMarker is a position inside one key's versions: the versions of Key
-// older than VersionID.
-type VersionMarker struct {
-	Key, VersionID string
-}
-
 // FetchVersions returns, ordered by key and newest first within a key, at
 // most limit versions of the cursor's current Range and, if tail is not nil,
-// the versions of tail's key older than its version first (VersionID and
-// DeleteMarker set; IsLatest is ListVersions'). With the cursor's DelimNext
-// set it may skip past common prefixes as FetchObjects may.
-type FetchVersions func(c *ListCursor, tail *VersionMarker, limit int) ([]store.ObjectInfo, error)
+// first the versions of tail's key older than its version tail.ID
+// (VersionID and DeleteMarker set; IsLatest is ListVersions'). With the
+// cursor's DelimNext set it may skip past common prefixes as FetchObjects
+// may.
+type FetchVersions func(c *ListCursor, tail *Marker, limit int) ([]store.ObjectInfo, error)
 
 // ListVersions pages a ListObjectVersions answer out of fetch, as
-// ListUploads pages uploads: versions and common prefixes count together
-// towards MaxKeys; a common prefix costs one seek past it. A version is the
-// latest of its key when it comes first of its key, which a fetch that
-// starts at a key (not inside one) sees. Errors of fetch come back as they
-// are.
+// ListUploads pages uploads. A version is the latest of its key when it
+// comes first of its key, which a fetch that starts at a key (not inside
+// one) sees. Errors of fetch come back as they are.
 func ListVersions(p store.ListVersionsParams, fetch FetchVersions) (store.ListVersionsResult, error) {
-	var res store.ListVersionsResult
-	maxKeys := p.MaxKeys
-	if maxKeys <= 0 || maxKeys > store.MaxListKeys {
-		maxKeys = store.MaxListKeys
-	}
-	c := NewListCursor(p.Prefix, p.Delimiter, p.KeyMarker)
-	var tail *VersionMarker
-	if p.KeyMarker != "" && p.VersionIDMarker != "" && Rollup(p.KeyMarker, p.Prefix, p.Delimiter) == "" &&
-		strings.HasPrefix(p.KeyMarker, p.Prefix) {
-		tail = &VersionMarker{Key: p.KeyMarker, VersionID: p.VersionIDMarker}
-	}
-	count := 0
-	var lastKey, lastID, lastCP string
-	for !c.Done && !res.Truncated {
-		limit := min(maxKeys-count+1, ListBatch)
-		batch, err := fetch(c, tail, limit)
-		if err != nil {
-			return res, err
-		}
-		prevKey := "" // no key is empty
-		if tail != nil {
-			prevKey = tail.Key // a version after a marker is never the latest
-		}
-		tail = nil
-		if len(batch) < limit {
-			c.Done = true // the interval holds nothing beyond this batch
-		}
-		for _, v := range batch {
-			v.IsLatest, prevKey = v.Key != prevKey, v.Key
-			if lastCP != "" && strings.HasPrefix(v.Key, lastCP) {
-				continue // under the prefix just returned: the fetch did not skip it
-			}
-			if count == maxKeys {
-				res.Truncated = true
-				break
-			}
-			count++
-			if cp := Rollup(v.Key, p.Prefix, p.Delimiter); cp != "" {
-				res.CommonPrefixes = append(res.CommonPrefixes, cp)
-				lastKey, lastID, lastCP = cp, "", cp
-				c.SkipPast(cp) // for the next fetch, if this batch was full
-				continue
-			}
-			res.Versions = append(res.Versions, v)
-			lastKey, lastID = v.Key, v.VersionID
-			c.Advance(v.Key) // older versions of the key follow as the tail
-		}
-		if !c.Done && !res.Truncated && lastID != "" {
-			tail = &VersionMarker{Key: lastKey, VersionID: lastID}
-		}
-	}
-	if res.Truncated {
-		res.NextKeyMarker, res.NextVersionIDMarker = lastKey, lastID
-	}
-	return res, nil
+	pg, err := listKeyed(p.Prefix, p.Delimiter, p.KeyMarker, p.VersionIDMarker, p.MaxKeys, fetch,
+		func(o store.ObjectInfo) (string, string) { return o.Key, o.VersionID },
+		func(o *store.ObjectInfo, first bool) { o.IsLatest = first })
+	return store.ListVersionsResult{Versions: pg.entries, CommonPrefixes: pg.prefixes, Truncated: pg.truncated,
+		NextKeyMarker: pg.nextKey, NextVersionIDMarker: pg.nextID}, err
 }
