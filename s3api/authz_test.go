@@ -44,7 +44,7 @@ func TestOperationAccess(t *testing.T) {
 		"PutPublicAccessBlock": AccessWrite, "DeletePublicAccessBlock": AccessWrite,
 		"PutBucketCors": AccessWrite, "DeleteBucketCors": AccessWrite,
 		"PutBucketOwnershipControls": AccessWrite, "DeleteBucketOwnershipControls": AccessWrite,
-		"PutBucketVersioning": AccessWrite,
+		"PutBucketVersioning":             AccessWrite,
 		"PutBucketLifecycleConfiguration": AccessWrite, "DeleteBucketLifecycleConfiguration": AccessWrite,
 	}
 	for op := range handlers {
