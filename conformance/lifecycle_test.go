@@ -372,3 +372,75 @@ func TestLifecycleExpires(t *testing.T) {
 		})
 	}
 }
+
+// TestLifecycleVersions: on a versioned bucket with a one-second day, an
+// Expiration rule turns current versions into delete markers, a
+// NoncurrentVersionExpiration rule removes the versions below them (keeping
+// NewerNoncurrentVersions where it says so), ExpiredObjectDeleteMarker then
+// removes the markers left alone, and GC reclaims exactly the blobs of the
+// removed versions.
+func TestLifecycleVersions(t *testing.T) {
+	for _, engine := range lifecycleEngines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			gw := lifecycleGateway(t, engine)
+			cl := sdkClient(t, gw)
+			ctx := testCtx(t, 2*time.Minute)
+			bucket := mustBucket(t, cl, "lcver")
+			if _, err := cl.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: &bucket,
+				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+				t.Fatal(err)
+			}
+			writes := []string{"v/a", "v/a", "v/a", "v/b", "n/x", "n/x", "n/x", "keep/c", "keep/c"}
+			for i, key := range writes {
+				body := fmt.Sprintf("%s %d %s", key, i, strings.Repeat("v", i*200)) // distinct: a blob each
+				if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := metricsOf(t, gw)
+			if start["s3gate_blobs"] != 9 {
+				t.Fatalf("%v blobs after the writes, want 9", start["s3gate_blobs"])
+			}
+			// The rules come after the writes: everything is due at once,
+			// whatever the pace of the writes, so the counts are exact.
+			if _, err := cl.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: &bucket,
+				LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{
+					{ID: aws.String("v"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("v/")},
+						Expiration:                  &types.LifecycleExpiration{Days: aws.Int32(1)},
+						NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1)}},
+					{ID: aws.String("markers"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("v/")},
+						Expiration: &types.LifecycleExpiration{ExpiredObjectDeleteMarker: aws.Bool(true)}},
+					{ID: aws.String("n"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("n/")},
+						NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1), NewerNoncurrentVersions: aws.Int32(1)}},
+				}}}); err != nil {
+				t.Fatal(err)
+			}
+			m := waitMetrics(t, gw, "two expired, five noncurrent, two markers, five blobs reclaimed", func(m map[string]float64) bool {
+				return m["s3gate_lifecycle_delete_markers_total"] >= 2 && m["s3gate_blobs"] <= 4 &&
+					m["s3gate_gc_reclaimed_blobs_total"]-start["s3gate_gc_reclaimed_blobs_total"] >= 5
+			})
+			for name, want := range map[string]float64{"s3gate_lifecycle_expired_objects_total": 2, "s3gate_lifecycle_noncurrent_versions_total": 5,
+				"s3gate_lifecycle_delete_markers_total": 2, "s3gate_lifecycle_errors_total": 0, "s3gate_lifecycle_refused_deletes_total": 0, "s3gate_blobs": 4} {
+				if m[name] != want {
+					t.Errorf("%s = %v, want %v", name, m[name], want)
+				}
+			}
+			if d := m["s3gate_gc_reclaimed_blobs_total"] - start["s3gate_gc_reclaimed_blobs_total"]; d != 5 {
+				t.Errorf("GC reclaimed %v blobs, want 5 (v/a's three, v/b's, n/x's oldest)", d)
+			}
+			out, err := cl.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: &bucket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range out.Versions {
+				got = append(got, fmt.Sprintf("%s latest=%v", aws.ToString(v.Key), aws.ToBool(v.IsLatest)))
+			}
+			if len(out.DeleteMarkers) != 0 || strings.Join(got, ", ") != "keep/c latest=true, keep/c latest=false, n/x latest=true, n/x latest=false" {
+				t.Errorf("versions left %v, markers %d: want keep/c's and n/x's two each, no marker", got, len(out.DeleteMarkers))
+			}
+			readBackSDK(t, cl, bucket, "n/x", []byte("n/x 6 "+strings.Repeat("v", 6*200)))
+		})
+	}
+}
