@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/s3gate/s3gate/store"
 )
@@ -185,6 +186,9 @@ func (r *run) commonPrefix(takes func(*Rule) bool) (string, bool) {
 			p = p[:len(p)-1]
 		}
 	}
+	for !utf8.ValidString(p) { // cut inside a character: back to its start
+		p = p[:len(p)-1]
+	}
 	return p, any
 }
 
@@ -222,7 +226,8 @@ func (r *run) count(ctx context.Context, what string, key string, err error, don
 		r.stats.Changed++
 	case errors.Is(err, errRefused):
 		r.stats.Refused++
-		r.opts.Logger.Info("lifecycle: deletion refused", "bucket", r.bucket, "key", key, "action", what, "err", err)
+		// The run's summary counts them; each one is for debugging.
+		r.opts.Logger.Debug("lifecycle: deletion refused", "bucket", r.bucket, "key", key, "action", what, "err", err)
 	default:
 		return fmt.Errorf("%s %q: %w", what, key, err)
 	}

@@ -437,3 +437,26 @@ func TestRunGuard(t *testing.T) {
 		t.Errorf("err %v, keys left %v: want the lease's error after one deletion", err, f.ids())
 	}
 }
+
+// TestCommonPrefix: the listing prefix is the rules' longest common prefix,
+// cut back to a whole character.
+func TestCommonPrefix(t *testing.T) {
+	p := func(s string) *string { return &s }
+	for _, tt := range []struct {
+		prefixes []string
+		want     string
+	}{
+		{[]string{"logs/a", "logs/b"}, "logs/"},
+		{[]string{"é1", "é2"}, "é"},
+		{[]string{"\u00e9", "\u00e8"}, ""}, // é and è share their first byte only
+		{[]string{"a", ""}, ""},
+	} {
+		r := &run{}
+		for _, x := range tt.prefixes {
+			r.rules = append(r.rules, &Rule{Filter: &Filter{Prefix: p(x)}})
+		}
+		if got, ok := r.commonPrefix(func(*Rule) bool { return true }); !ok || got != tt.want {
+			t.Errorf("%q: %q, want %q", tt.prefixes, got, tt.want)
+		}
+	}
+}
