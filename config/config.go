@@ -54,6 +54,10 @@ type Config struct {
 	GCGrace             Duration `env:"GC_GRACE" envDefault:"1m" help:"unreferenced blobs younger than this are left alone (0: the default, 1m)"`
 	UploadExpiry        Duration `env:"UPLOAD_EXPIRY" envDefault:"168h" help:"incomplete multipart uploads older than this are aborted by GC"`
 	MetricsAddr         string   `env:"METRICS_ADDR" envDefault:"127.0.0.1:9001" help:"listen address of /metrics, /healthz and /readyz; empty or off disables"`
+	// Lifecycle rules (docs/adr/015-lifecycle.md): one instance of a fleet
+	// applies them at a time, under the lifecycle lease.
+	LifecycleInterval Duration `env:"LIFECYCLE_INTERVAL" envDefault:"1h" help:"pause between runs of the bucket lifecycle rules; 0 disables them"`
+	LifecycleDay      Duration `env:"LIFECYCLE_DAY" envDefault:"24h" help:"length of a lifecycle day (Days, NoncurrentDays, DaysAfterInitiation and their rounding); shorter for tests and demos"`
 	// MetricsStatsTTL: the blob statistics scan the blob and object tables,
 	// so scrapes reuse them for this long (0: recompute on every scrape).
 	MetricsStatsTTL Duration `env:"METRICS_STATS_TTL" envDefault:"10s" help:"how long scrapes reuse the blob statistics (table scans); 0 recomputes every scrape"`
@@ -277,6 +281,9 @@ func (c *Config) Validate() error {
 	// 2 s: below 3 s a healthy instance could look gone.
 	if ttl := time.Duration(c.InstanceTTL); ttl < MinInstanceTTL || ttl > MaxInstanceTTL {
 		return Errorf("INSTANCE_TTL", "%s is not between %s and %s", ttl, MinInstanceTTL, MaxInstanceTTL)
+	}
+	if c.LifecycleDay < Duration(time.Second) {
+		return Errorf("LIFECYCLE_DAY", "%s is under the minimum 1s", time.Duration(c.LifecycleDay))
 	}
 	return c.validatePins()
 }

@@ -45,7 +45,8 @@ func TestOperationAccess(t *testing.T) {
 		"PutBucketCors": AccessWrite, "DeleteBucketCors": AccessWrite,
 		"PutBucketOwnershipControls": AccessWrite, "DeleteBucketOwnershipControls": AccessWrite,
 		"PutObjectLockConfiguration": AccessWrite, "PutObjectRetention": AccessWrite, "PutObjectLegalHold": AccessWrite,
-		"PutBucketVersioning": AccessWrite,
+		"PutBucketVersioning":             AccessWrite,
+		"PutBucketLifecycleConfiguration": AccessWrite, "DeleteBucketLifecycleConfiguration": AccessWrite,
 	}
 	for op := range handlers {
 		if _, ok := want[op]; !ok {

@@ -46,6 +46,7 @@ func (a *api) putObject(rq *request) error {
 	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
 		return err
 	}
+	a.setExpiration(rq, info, opts.Meta.Tags)
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -120,6 +121,7 @@ func (a *api) getObject(rq *request) error {
 		return err
 	}
 	setLockHeaders(rq, info)
+	a.setExpiration(rq, info, info.Meta.Tags)
 	h := rq.w.Header()
 	length, status := info.Size, http.StatusOK
 	if rng != nil {

@@ -213,7 +213,7 @@ var handlers = map[string]handlerFunc{
 	"GetBucketCors":                   (*api).getBucketCors,
 	"PutBucketCors":                   (*api).putBucketCors,
 	"DeleteBucketCors":                (*api).deleteBucketCors,
-	"GetBucketLifecycleConfiguration": notFoundConfig(notFoundDefault("NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist")),
+	"GetBucketLifecycleConfiguration": (*api).getBucketLifecycle,
 	"GetBucketEncryption":             notFoundConfig(notFoundDefault("ServerSideEncryptionConfigurationNotFoundError", "The server side encryption configuration was not found")),
 	"GetObjectLockConfiguration":      (*api).getObjectLockConfiguration,
 	"PutObjectLockConfiguration":      (*api).putObjectLockConfiguration,
@@ -222,6 +222,9 @@ var handlers = map[string]handlerFunc{
 	"GetBucketOwnershipControls":      (*api).getOwnershipControls,
 	"PutBucketOwnershipControls":      (*api).putOwnershipControls,
 	"DeleteBucketOwnershipControls":   (*api).deleteOwnershipControls,
+
+	"PutBucketLifecycleConfiguration":    (*api).putBucketLifecycle,
+	"DeleteBucketLifecycleConfiguration": (*api).deleteBucketLifecycle,
 
 	"PutBucketPolicy":         (*api).putBucketPolicy,
 	"GetBucketPolicy":         (*api).getBucketPolicy,

@@ -75,6 +75,9 @@ type Config struct {
 	// ReadOnly refuses every operation but reads (readonly.go): the gateway
 	// of a read replica.
 	ReadOnly bool
+	// LifecycleDay is the length of a lifecycle day in x-amz-expiration
+	// (0: 24h), the runner's S3GATE_LIFECYCLE_DAY.
+	LifecycleDay time.Duration
 }
 
 // DefaultMaxXMLBody is the default cap of parsed request bodies.
@@ -105,6 +108,9 @@ type api struct {
 func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger) http.Handler {
 	if cfg.Region == "" {
 		cfg.Region = defaultRegion
+	}
+	if cfg.LifecycleDay <= 0 {
+		cfg.LifecycleDay = 24 * time.Hour
 	}
 	if cfg.MaxXMLBody <= 0 {
 		cfg.MaxXMLBody = DefaultMaxXMLBody

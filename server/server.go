@@ -19,6 +19,7 @@ import (
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/lifecycle"
 	"github.com/s3gate/s3gate/metrics"
 	"github.com/s3gate/s3gate/s3api"
 	"github.com/s3gate/s3gate/store"
@@ -50,6 +51,8 @@ type Server struct {
 	media   *localfs.Media // PostgreSQL with the local engine only
 	// gcMetrics counts what online GC does.
 	gcMetrics *gc.Metrics
+	// lcMetrics counts what the lifecycle runner does (lifecycle.go).
+	lcMetrics *lifecycle.Metrics
 	// work is the parent context of every request and background job;
 	// CancelWork cancels it (lost ownership), unlike a graceful drain.
 	work       context.Context
@@ -153,7 +156,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		Identities:        s3api.KeyIdentities{Root: keys.RootAccessKey, Keys: s.engine},
 		BlockPublicAccess: cfg.BlockPublicAccess, Anonymous: anonymous,
 		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout),
-		ReadOnly: s.readOnly},
+		ReadOnly: s.readOnly, LifecycleDay: time.Duration(cfg.LifecycleDay)},
 		store.New(s.engine), verifier, log)
 	if err := s.instrument(); err != nil {
 		return nil, err
@@ -169,6 +172,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 		if err := registerGCMetrics(s.metrics.Registry(), s.gcMetrics); err != nil {
 			return nil, err
 		}
+	}
+	s.lcMetrics = &lifecycle.Metrics{}
+	if err := registerLifecycleMetrics(s.metrics.Registry(), s.lcMetrics); err != nil {
+		return nil, err
 	}
 	s.started.Store(true)
 	return s, nil
@@ -285,6 +292,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	gcCtx, stopGC := context.WithCancel(ctx)
 	defer stopGC()
 	gcDone := s.startGC(gcCtx)
+	lcDone := s.startLifecycle(gcCtx)
 	errc := make(chan error, 1)
 	go func() {
 		if s.cfg.TLSCertFile != "" {
@@ -318,6 +326,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		cancel()
 	}
 	s.within(end, "stop online GC", func() error { <-gcDone; return nil })
+	s.within(end, "stop the lifecycle runner", func() error { <-lcDone; return nil })
 	select {
 	case <-s.lostClaim():
 		if err == nil {

@@ -79,7 +79,7 @@ func CheckBucketConfig(name, value string) error {
 	switch name {
 	case store.BucketConfigPolicy, store.BucketConfigPublicAccessBlock, store.BucketConfigCORS,
 		store.BucketConfigACL, store.BucketConfigOwnership, store.BucketConfigTagging,
-		store.BucketConfigObjectLock:
+		store.BucketConfigObjectLock, store.BucketConfigLifecycle:
 	case store.BucketConfigVersioning:
 		if value != store.VersioningEnabled && value != store.VersioningSuspended {
 			return fmt.Errorf("%w: versioning status %q", store.ErrInvalidArgument, value)
