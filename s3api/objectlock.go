@@ -370,14 +370,14 @@ func (a *api) lockTarget(rq *request) (versionID string, err error) {
 	return versionID, nil
 }
 
-// lockOf reads the lock of the version the request names.
+// lockOf reads the lock of the version the request names; the version must
+// exist before a bucket without Object Lock is reported, as before.
 func (a *api) lockOf(rq *request) (*store.ObjectLock, error) {
-	versionID, err := a.lockTarget(rq)
+	info, err := a.headVersion(rq)
 	if err != nil {
 		return nil, err
 	}
-	info, err := a.headObject(rq, versionID)
-	if err != nil {
+	if _, err := a.lockTarget(rq); err != nil {
 		return nil, err
 	}
 	return info.Meta.Lock, nil
