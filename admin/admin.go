@@ -49,15 +49,18 @@ const (
 
 const usage = `usage: s3gate admin key create|list|delete [flags] [settings]
        s3gate admin instances [-json] [settings]
+       s3gate admin bucket info NAME [-json] [settings]
 
 Manages the access keys in the gateway's store; changes apply at once, without a restart.
 Lists the instances of a fleet (S3GATE_FLEET=true) registered in the database.
+Shows a bucket's versioning, Object Lock and lifecycle state and what it holds.
 
 Commands:
   s3gate admin key create [-buckets a,b] [-read-only] [-policy-file F | -policy JSON] [-access-key ID] [-secret-stdin | -secret-file F | -secret S] [settings]
   s3gate admin key list   [-json] [settings]
   s3gate admin key delete ID [settings]
   s3gate admin instances  [-json] [settings]
+  s3gate admin bucket info NAME [-json] [settings]
 
 Settings and S3GATE_* variables are those of "s3gate serve" (-database-url, -data-dir, ...):
 the command opens the same store. "s3gate admin key <command> --help" shows each command's flags.
@@ -107,6 +110,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return exitOK
 	case len(args) > 0 && args[0] == "instances":
 		return instances(ctx, args[1:], environ, stdout, stderr)
+	case len(args) > 0 && args[0] == "bucket":
+		return bucket(ctx, args[1:], environ, stdout, stderr)
 	case len(args) > 0 && args[0] != "key":
 		fmt.Fprintf(stderr, "s3gate admin: unknown command %q\n%s", args[0], usage)
 		return exitUsage

@@ -32,6 +32,9 @@ type blobCollector struct {
 	log *slog.Logger
 
 	blobs, bytes, logical, saved, errors *prometheus.Desc
+	// Per bucket: current objects and their bytes, noncurrent versions,
+	// delete markers, uploads in progress.
+	bObjects, bBytes, bNoncurrent, bMarkers, bUploads *prometheus.Desc
 
 	mu      sync.Mutex // held while computing: concurrent scrapes share one query
 	at      time.Time  // when cached was computed; zero: never
@@ -42,7 +45,8 @@ type blobCollector struct {
 
 // RegisterBlobStats exports the statistics of src, recomputed at most once per
 // ttl (0: on every scrape), as s3gate_blobs{tier}, s3gate_blob_bytes{tier},
-// s3gate_object_logical_bytes and s3gate_dedup_saved_bytes.
+// s3gate_object_logical_bytes and s3gate_dedup_saved_bytes, and per bucket
+// s3gate_bucket_{objects,object_bytes,noncurrent_versions,delete_markers,uploads}.
 func (m *Metrics) RegisterBlobStats(src BlobStatsFunc, ttl time.Duration) error {
 	return m.reg.Register(newBlobCollector(src, ttl, time.Now, m.log))
 }
@@ -64,12 +68,22 @@ func newBlobCollector(src BlobStatsFunc, ttl time.Duration, now func() time.Time
 			"Bytes saved by deduplication: logical bytes of objects minus the bytes of the distinct blobs they reference.", nil, nil),
 		errors: prometheus.NewDesc(name("blob_stats_errors_total"),
 			"Failed computations of the blob statistics (the blob metrics are missing from those scrapes).", nil, nil),
+		bObjects: prometheus.NewDesc(name("bucket_objects"),
+			"Current objects (latest versions that are not delete markers) by bucket.", []string{"bucket"}, nil),
+		bBytes: prometheus.NewDesc(name("bucket_object_bytes"),
+			"Bytes of the current objects by bucket.", []string{"bucket"}, nil),
+		bNoncurrent: prometheus.NewDesc(name("bucket_noncurrent_versions"),
+			"Noncurrent versions (delete markers not included) by bucket.", []string{"bucket"}, nil),
+		bMarkers: prometheus.NewDesc(name("bucket_delete_markers"),
+			"Delete markers by bucket, latest or not.", []string{"bucket"}, nil),
+		bUploads: prometheus.NewDesc(name("bucket_uploads"),
+			"Multipart uploads in progress by bucket.", []string{"bucket"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *blobCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.blobs, c.bytes, c.logical, c.saved, c.errors} {
+	for _, d := range []*prometheus.Desc{c.blobs, c.bytes, c.logical, c.saved, c.errors, c.bObjects, c.bBytes, c.bNoncurrent, c.bMarkers, c.bUploads} {
 		ch <- d
 	}
 }
@@ -88,6 +102,12 @@ func (c *blobCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.logical, prometheus.GaugeValue, float64(st.LogicalBytes))
 	ch <- prometheus.MustNewConstMetric(c.saved, prometheus.GaugeValue, float64(st.DedupSavedBytes()))
+	for _, u := range st.Buckets {
+		for d, v := range map[*prometheus.Desc]int64{c.bObjects: u.Objects, c.bBytes: u.ObjectBytes,
+			c.bNoncurrent: u.NoncurrentVersions, c.bMarkers: u.DeleteMarkers, c.bUploads: u.Uploads} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), u.Bucket)
+		}
+	}
 }
 
 // get returns the cached statistics, recomputing them when older than the

@@ -282,6 +282,8 @@ func TestBlobCollectorCachesAndReports(t *testing.T) {
 		Tiers:           map[string]store.TierStats{store.TierInline: {Blobs: 3, Bytes: 300}, store.TierLocal: {Blobs: 1, Bytes: 5000}},
 		LogicalBytes:    9000,
 		ReferencedBytes: 5200,
+		Buckets: []store.BucketUsage{{Bucket: "backups", Objects: 4, ObjectBytes: 8000, NoncurrentVersions: 2, NoncurrentBytes: 1000, DeleteMarkers: 1, Uploads: 3},
+			{Bucket: "empty"}},
 	}}
 	now := time.Unix(1000, 0)
 	c := newBlobCollector(src.get, 10*time.Second, func() time.Time { return now }, nil)
@@ -297,6 +299,26 @@ s3gate_blob_bytes{tier="local"} 5000
 # TYPE s3gate_blobs gauge
 s3gate_blobs{tier="inline"} 3
 s3gate_blobs{tier="local"} 1
+# HELP s3gate_bucket_delete_markers Delete markers by bucket, latest or not.
+# TYPE s3gate_bucket_delete_markers gauge
+s3gate_bucket_delete_markers{bucket="backups"} 1
+s3gate_bucket_delete_markers{bucket="empty"} 0
+# HELP s3gate_bucket_noncurrent_versions Noncurrent versions (delete markers not included) by bucket.
+# TYPE s3gate_bucket_noncurrent_versions gauge
+s3gate_bucket_noncurrent_versions{bucket="backups"} 2
+s3gate_bucket_noncurrent_versions{bucket="empty"} 0
+# HELP s3gate_bucket_object_bytes Bytes of the current objects by bucket.
+# TYPE s3gate_bucket_object_bytes gauge
+s3gate_bucket_object_bytes{bucket="backups"} 8000
+s3gate_bucket_object_bytes{bucket="empty"} 0
+# HELP s3gate_bucket_objects Current objects (latest versions that are not delete markers) by bucket.
+# TYPE s3gate_bucket_objects gauge
+s3gate_bucket_objects{bucket="backups"} 4
+s3gate_bucket_objects{bucket="empty"} 0
+# HELP s3gate_bucket_uploads Multipart uploads in progress by bucket.
+# TYPE s3gate_bucket_uploads gauge
+s3gate_bucket_uploads{bucket="backups"} 3
+s3gate_bucket_uploads{bucket="empty"} 0
 # HELP s3gate_dedup_saved_bytes Bytes saved by deduplication: logical bytes of objects minus the bytes of the distinct blobs they reference.
 # TYPE s3gate_dedup_saved_bytes gauge
 s3gate_dedup_saved_bytes 3800
@@ -304,7 +326,8 @@ s3gate_dedup_saved_bytes 3800
 # TYPE s3gate_object_logical_bytes gauge
 s3gate_object_logical_bytes 9000
 `
-	names := []string{"s3gate_blobs", "s3gate_blob_bytes", "s3gate_dedup_saved_bytes", "s3gate_object_logical_bytes"}
+	names := []string{"s3gate_blobs", "s3gate_blob_bytes", "s3gate_dedup_saved_bytes", "s3gate_object_logical_bytes",
+		"s3gate_bucket_objects", "s3gate_bucket_object_bytes", "s3gate_bucket_noncurrent_versions", "s3gate_bucket_delete_markers", "s3gate_bucket_uploads"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

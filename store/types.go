@@ -451,6 +451,9 @@ type BlobStats struct {
 	// ReferencedBytes is the size of the distinct blobs that objects reference
 	// (directly or as parts): what storing LogicalBytes took after dedup.
 	ReferencedBytes int64
+	// Buckets is the usage of every bucket, in name order, from the same
+	// snapshot.
+	Buckets []BucketUsage
 }
 
 // DedupSavedBytes is the number of bytes deduplication saved: logical bytes

@@ -16,7 +16,8 @@ usage: s3gate <command> [flags] [settings]
 Commands:
   serve        serve the S3 API (and /metrics, /healthz, /readyz on -metrics-addr)
   migrate      apply the PostgreSQL schema migrations and exit
-  admin        manage access keys (admin key create | list | delete); list a fleet (admin instances)
+  admin        manage access keys (admin key create | list | delete); list a fleet (admin instances);
+               show a bucket (admin bucket info)
   gc           reclaim content that nothing references (online under the lease, or -offline)
   fsck         check that every referenced blob exists and hashes to its address
   healthcheck  exit 0 if the gateway on -metrics-addr is ready, else 1

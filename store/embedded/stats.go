@@ -66,5 +66,8 @@ func (e *Engine) BlobStats(ctx context.Context) (store.BlobStats, error) {
 	).Scan(&st.LogicalBytes, &st.ReferencedBytes); err != nil {
 		return store.BlobStats{}, fmt.Errorf("embedded: object bytes: %w", mapErr(err))
 	}
+	if st.Buckets, err = bucketUsage(ctx, tx, ""); err != nil {
+		return store.BlobStats{}, fmt.Errorf("embedded: bucket usage: %w", err)
+	}
 	return st, nil
 }

@@ -66,6 +66,9 @@ func (e *Engine) BlobStats(ctx context.Context) (st store.BlobStats, err error) 
 		).Scan(&st.LogicalBytes, &st.ReferencedBytes); err != nil {
 			return fmt.Errorf("object bytes: %w", err)
 		}
+		if st.Buckets, err = bucketUsage(ctx, tx, ""); err != nil {
+			return fmt.Errorf("bucket usage: %w", err)
+		}
 		return nil
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ var versionTests = []test{
 	{"VersionReplaceMeta", testVersionReplaceMeta},
 	{"VersionDeleteBucket", testVersionDeleteBucket},
 	{"VersionConcurrentPuts", testVersionConcurrentPuts},
+	{"BucketUsage", testBucketUsage},
 }
 
 // versionScale reads the size of the long versioning cases from the
