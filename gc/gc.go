@@ -3,12 +3,14 @@
 // expiry, and the leftovers of crashes (orphan large objects, stage rows,
 // stage files, blob files without a row).
 //
-// The protocol is written here once, for every metadata engine (Meta): each
-// candidate blob goes in its own short transaction that first try-locks the
-// blob's pin exclusively (a streaming GET holds it shared), then deletes the
-// row only if nothing references it, with content kept in the database; the
-// guard approves before COMMIT, and a file is removed after it. What the
-// engine does not let go is skipped and retried on a later sweep. The
+// The protocol is written here once, for every metadata engine (Meta): a
+// batch of candidate blobs goes in one short transaction that first
+// try-locks the blobs' pins exclusively (a streaming GET holds one shared),
+// then deletes the rows that nothing references, with content kept in the
+// database; the guard approves before COMMIT, and files are removed after
+// it. A blob the engine cannot decide without waiting for a lock goes in a
+// transaction of its own. What the engine does not let go is skipped and
+// retried on a later sweep. The
 // engines' arbitration (PostgreSQL: docs/adr/006-gc-arbitration.md; the
 // embedded engine: in-process pins and its single writer) and their SQL live
 // in store/pg and store/embedded.
@@ -19,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/s3gate/s3gate/fleet/lease"
@@ -34,7 +37,7 @@ const (
 	DefaultGrace        = time.Minute
 	DefaultStageGrace   = time.Hour
 	DefaultUploadExpiry = 7 * 24 * time.Hour
-	DefaultBatchSize    = 100
+	DefaultBatchSize    = MaxDeleteBatch
 	DefaultLockTimeout  = 5 * time.Second
 	DefaultInterval     = time.Minute
 	// DefaultPinWindow is the local validity window of pin sessions (design
@@ -134,7 +137,8 @@ type Options struct {
 	// UploadExpiry is the age at which incomplete multipart uploads are
 	// aborted (default 7 days).
 	UploadExpiry time.Duration
-	// BatchSize is the number of candidates read per query (default 100).
+	// BatchSize is the number of candidates read per query, and decided per
+	// transaction up to MaxDeleteBatch (default MaxDeleteBatch).
 	BatchSize int
 	// LockTimeout bounds how long a deleting transaction waits for a row lock
 	// (a put publishing the same blob); on timeout the blob is skipped.
@@ -228,10 +232,15 @@ func (s *Stats) Add(o Stats) {
 	s.PinsReaped += o.PinsReaped
 }
 
+// MaxDeleteBatch bounds the blobs one deleting transaction decides: each
+// holds an exclusive pin lock, and a large object's lo_unlink a lock too, in
+// PostgreSQL's shared lock table until COMMIT (design §3).
+const MaxDeleteBatch = 256
+
 // Sweep deletes every blob that nothing references and that is older than
-// the grace period, each in its own transaction (see the package doc). It
-// returns what it reclaimed; an error stops the sweep, and what was deleted
-// before it stays deleted.
+// the grace period, in batches of at most BatchSize (and MaxDeleteBatch)
+// per transaction (see the package doc). It returns what it reclaimed; an
+// error stops the sweep, and what was deleted before it stays deleted.
 func Sweep(ctx context.Context, db Meta, opts Options) (Stats, error) {
 	var st Stats
 	return st, sweep(ctx, db, opts.withDefaults(), &st, nil)
@@ -248,14 +257,72 @@ func sweep(ctx context.Context, db Meta, opts Options, st *Stats, bar *Progress)
 		if len(ids) == 0 {
 			return nil
 		}
-		for _, id := range ids {
-			if err := deleteBlob(ctx, db, id, opts, st); err != nil {
+		for batch := range slices.Chunk(ids, MaxDeleteBatch) {
+			if err := deleteBlobs(ctx, db, batch, opts, st); err != nil {
 				return err
 			}
-			bar.Add(1)
+			bar.Add(int64(len(batch)))
 		}
 		after = ids[len(ids)-1]
 	}
+}
+
+// deleteBlobs runs the arbitration for a batch of blobs in one transaction
+// and counts the results: it takes the pins it can, the engine deletes the
+// rows it can decide without waiting, and the guard approves before COMMIT;
+// files go after it. The blobs the engine left (a lock to wait for), or the
+// whole batch if it could not be decided as one, go one by one.
+func deleteBlobs(ctx context.Context, db Meta, ids []int64, opts Options, st *Stats) error {
+	var free []int64
+	var decided []store.GCDecision
+	_, err := decide(ctx, db, opts, func(tx store.GCTx) (store.GCVerdict, error) {
+		var err error
+		if free, err = tx.TryPins(ctx, ids); err != nil {
+			return 0, err
+		}
+		if decided, err = tx.DeleteBlobs(ctx, free); err != nil {
+			return 0, err
+		}
+		res := store.GCGone // nothing to commit
+		for _, d := range decided {
+			if d.Verdict == store.GCDone {
+				if d.Blob.Tier == store.TierLocal && opts.Media == nil {
+					return 0, errors.New("local blob, but no media configured")
+				}
+				res = store.GCDone
+			}
+		}
+		return res, nil
+	})
+	if errors.Is(err, store.ErrGCUndecided) {
+		opts.Logger.Debug("gc: batch undecided, deciding its blobs one by one", "blobs", len(ids), "err", err)
+		return deleteEach(ctx, db, ids, opts, st)
+	}
+	if err != nil {
+		return fmt.Errorf("gc: blobs %d..%d: %w", ids[0], ids[len(ids)-1], err)
+	}
+	st.SkippedPinned += int64(len(ids) - len(free))
+	left := make(map[int64]bool, len(free))
+	for _, id := range free {
+		left[id] = true
+	}
+	for _, d := range decided {
+		delete(left, d.ID)
+		if err := tally(ctx, d.ID, d.Verdict, d.Blob, opts, st); err != nil {
+			return err
+		}
+	}
+	return deleteEach(ctx, db, slices.DeleteFunc(free, func(id int64) bool { return !left[id] }), opts, st)
+}
+
+// deleteEach decides ids one transaction each.
+func deleteEach(ctx context.Context, db Meta, ids []int64, opts Options, st *Stats) error {
+	for _, id := range ids {
+		if err := deleteBlob(ctx, db, id, opts, st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleteBlob runs the arbitration for one blob and counts the result.
@@ -278,6 +345,12 @@ func deleteBlob(ctx context.Context, db Meta, id int64, opts Options, st *Stats)
 	if err != nil {
 		return fmt.Errorf("gc: blob %d: %w", id, err)
 	}
+	return tally(ctx, id, res, b, opts, st)
+}
+
+// tally counts what was decided about blob id, and removes the file of a
+// deleted local blob: after the commit.
+func tally(ctx context.Context, id int64, res store.GCVerdict, b store.GCBlob, opts Options, st *Stats) error {
 	switch res {
 	case store.GCPinned:
 		st.SkippedPinned++

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // The vocabulary of garbage collection between package gc, which owns its
 // protocol (the order of steps, grace, batching, stats), and the metadata
@@ -24,6 +27,19 @@ type GCBlob struct {
 	Size int64
 }
 
+// GCDecision is what a batch deletion decided about one blob: Blob is set
+// for GCDone.
+type GCDecision struct {
+	ID      int64
+	Verdict GCVerdict
+	Blob    GCBlob
+}
+
+// ErrGCUndecided says that a batch deletion could not be decided as one (an
+// arbitration conflict aborted its transaction): its blobs are decided one by
+// one instead.
+var ErrGCUndecided = errors.New("gc: batch undecided")
+
 // GCUpload is a multipart upload past its expiry.
 type GCUpload struct{ ID, Bucket, Key string }
 
@@ -42,6 +58,15 @@ type GCTx interface {
 	// DeleteBlob deletes blob id's row, and content kept in the database
 	// with it, unless anything references it (GCReferenced) or it is gone.
 	DeleteBlob(ctx context.Context, id int64) (GCBlob, GCVerdict, error)
+	// TryPins is TryPin for a batch: it returns the ids whose pins it took,
+	// in the order of ids.
+	TryPins(ctx context.Context, ids []int64) ([]int64, error)
+	// DeleteBlobs is DeleteBlob for a batch of pinned ids, with the same
+	// arbitration, without waiting for any lock: it returns a decision for
+	// each id it decided and leaves out those it could not decide without a
+	// wait, for DeleteBlob. An error that wraps ErrGCUndecided means nothing
+	// was decided; the transaction is then to be rolled back.
+	DeleteBlobs(ctx context.Context, ids []int64) ([]GCDecision, error)
 	// ProveRowless proves that blob id has no row and none can commit while
 	// the transaction lasts (GCDone), or finds one (GCReferenced).
 	ProveRowless(ctx context.Context, id int64) (GCVerdict, error)

@@ -139,6 +139,79 @@ func (t *gcTx) DeleteBlob(ctx context.Context, id int64) (store.GCBlob, store.GC
 	return b, store.GCDone, nil
 }
 
+// TryPins is TryPin for each of ids.
+func (t *gcTx) TryPins(ctx context.Context, ids []int64) ([]int64, error) {
+	var got []int64
+	for _, id := range ids {
+		if ok, _ := t.TryPin(ctx, id); ok {
+			got = append(got, id)
+		}
+	}
+	return got, nil
+}
+
+// DeleteBlobs is DeleteBlob for a batch, in one statement and one look-up:
+// the single writer orders it against every put as it does one blob. It
+// decides every id.
+func (t *gcTx) DeleteBlobs(ctx context.Context, ids []int64) ([]store.GCDecision, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	arr, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("delete: %w", err)
+	}
+	out := make([]store.GCDecision, 0, len(ids))
+	deleted := make(map[int64]bool, len(ids))
+	err = t.each(ctx, func(s scanner) error {
+		d := store.GCDecision{Verdict: store.GCDone}
+		if err := s.Scan(&d.ID, &d.Blob.Tier, &d.Blob.Size); err != nil {
+			return err
+		}
+		deleted[d.ID] = true
+		out = append(out, d)
+		return nil
+	}, `DELETE FROM blobs AS b WHERE b.id IN (SELECT value FROM json_each(?)) AND `+unreferenced+`
+		RETURNING id, tier, size`, string(arr))
+	if err != nil {
+		return nil, fmt.Errorf("delete: %w", err)
+	}
+	// The rest is referenced if its row exists, else gone.
+	err = t.each(ctx, func(s scanner) error {
+		d := store.GCDecision{Verdict: store.GCGone}
+		var exists bool
+		if err := s.Scan(&d.ID, &exists); err != nil || deleted[d.ID] {
+			return err
+		}
+		if exists {
+			d.Verdict = store.GCReferenced
+		}
+		out = append(out, d)
+		return nil
+	}, `SELECT j.value, EXISTS (SELECT 1 FROM blobs b WHERE b.id = j.value) FROM json_each(?) j`, string(arr))
+	if err != nil {
+		return nil, fmt.Errorf("look up kept blobs: %w", err)
+	}
+	return out, nil
+}
+
+type scanner interface{ Scan(...any) error }
+
+// each runs query q in the transaction and calls fn for each row.
+func (t *gcTx) each(ctx context.Context, fn func(scanner) error, q string, args ...any) error {
+	rows, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return mapErr(err)
+		}
+	}
+	return mapErr(rows.Err())
+}
+
 // ProveRowless: inside the write transaction no put can be publishing, so a
 // missing row stays missing until it ends.
 func (t *gcTx) ProveRowless(ctx context.Context, id int64) (store.GCVerdict, error) {

@@ -250,6 +250,135 @@ func (t gcTx) DeleteBlob(ctx context.Context, id int64) (store.GCBlob, store.GCV
 	return b, store.GCDone, nil
 }
 
+// TryPins takes the pin keys of ids with pg_try_advisory_xact_lock in one
+// statement; a GET holds them shared.
+func (t gcTx) TryPins(ctx context.Context, ids []int64) ([]int64, error) {
+	keys := make([]int64, len(ids))
+	for i, id := range ids {
+		keys[i] = fleet.BlobLockKey(id)
+	}
+	got, err := collect[int64](t.tx.Query(ctx, `SELECT t.id FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS t(id, k, n)
+		WHERE pg_try_advisory_xact_lock(t.k) ORDER BY t.n`, ids, keys))
+	if err != nil {
+		return nil, fmt.Errorf("try pin locks: %w", err)
+	}
+	return got, nil
+}
+
+// noPinRows: no pin row of blob b is left, expired or not.
+const noPinRows = `NOT EXISTS (SELECT 1 FROM pins pr WHERE pr.blob_id = b.id)`
+
+// DeleteBlobs is DeleteBlob for a batch, in a few statements whatever its
+// size (ADR 006, amendment of issue 16). It locks the blob rows FOR UPDATE
+// SKIP LOCKED: a row that a put, a copy or a pin holds (upsert, FK check,
+// FOR KEY SHARE) is left for DeleteBlob, which waits for it, and no
+// reference can be added to a locked row until this transaction ends. So the
+// DELETE, a fresh statement after every lock was granted, sees every
+// reference that committed before and re-checks it in its predicate; the
+// foreign keys stay as a backstop (a violation rolls the batch back:
+// ErrGCUndecided). Expired pin rows go first (those a renewal holds are
+// left, and keep their blob); a blob with any pin row left is pinned.
+func (t gcTx) DeleteBlobs(ctx context.Context, ids []int64) ([]store.GCDecision, error) {
+	if len(ids) > maxUnlinksPerTx {
+		return nil, fmt.Errorf("delete %d blobs in one transaction: at most %d (lock table)", len(ids), maxUnlinksPerTx)
+	}
+	locked, err := collect[int64](t.tx.Query(ctx, `SELECT id FROM blobs WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids))
+	if err != nil || len(locked) == 0 {
+		return nil, batchErr("lock blob rows", err)
+	}
+	if _, err := t.tx.Exec(ctx, `DELETE FROM pins WHERE (blob_id, owner) IN (
+			SELECT blob_id, owner FROM pins WHERE blob_id = ANY($1) AND expires_at <= clock_timestamp()
+			FOR UPDATE SKIP LOCKED)
+		AND expires_at <= clock_timestamp()`, locked); err != nil {
+		return nil, batchErr("reap expired pins", err)
+	}
+	rows, err := t.tx.Query(ctx, `DELETE FROM blobs b WHERE b.id = ANY($1) AND `+unreferenced+` AND `+noPinRows+`
+		RETURNING b.id, b.tier, b.size, b.lo_oid`, locked)
+	if err != nil {
+		return nil, batchErr("delete", err)
+	}
+	type gone struct {
+		d   store.GCDecision
+		oid *uint32
+	}
+	dead, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (gone, error) {
+		g := gone{d: store.GCDecision{Verdict: store.GCDone}}
+		err := r.Scan(&g.d.ID, &g.d.Blob.Tier, &g.d.Blob.Size, &g.oid)
+		return g, err
+	})
+	if err != nil {
+		return nil, batchErr("delete", err)
+	}
+	out := make([]store.GCDecision, 0, len(locked))
+	var oids []uint32
+	var chunked, kept []int64
+	deleted := make(map[int64]bool, len(dead))
+	for _, g := range dead {
+		deleted[g.d.ID] = true
+		out = append(out, g.d)
+		switch g.d.Blob.Tier {
+		case store.TierPGLO:
+			if g.oid == nil {
+				return nil, fmt.Errorf("pglo blob %d without a large object", g.d.ID)
+			}
+			oids = append(oids, *g.oid)
+		case store.TierPGChunks:
+			chunked = append(chunked, g.d.ID)
+		}
+	}
+	for _, id := range locked {
+		if !deleted[id] {
+			kept = append(kept, id)
+		}
+	}
+	// Those kept: a pin row left means pinned, else a reference.
+	if len(kept) > 0 {
+		rows, err := t.tx.Query(ctx, `SELECT b.id, NOT `+noPinRows+` FROM unnest($1::bigint[]) AS b(id)`, kept)
+		if err != nil {
+			return nil, batchErr("classify kept blobs", err)
+		}
+		why, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.GCDecision, error) {
+			d := store.GCDecision{Verdict: store.GCReferenced}
+			var pinned bool
+			if err := r.Scan(&d.ID, &pinned); err != nil {
+				return d, err
+			}
+			if pinned {
+				d.Verdict = store.GCPinned
+			}
+			return d, nil
+		})
+		if err != nil {
+			return nil, batchErr("classify kept blobs", err)
+		}
+		out = append(out, why...)
+	}
+	// As in DeleteBlob: unlinked only if it exists, chunk rows by hand.
+	if len(oids) > 0 {
+		if _, err := t.tx.Exec(ctx, `SELECT count(lo_unlink(m.oid)) FROM pg_largeobject_metadata m WHERE m.oid = ANY($1::oid[])`, oids); err != nil {
+			return nil, batchErr("lo_unlink", err)
+		}
+	}
+	if len(chunked) > 0 {
+		if _, err := t.tx.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = ANY($1)`, chunked); err != nil {
+			return nil, batchErr("delete chunks", err)
+		}
+	}
+	return out, nil
+}
+
+// batchErr wraps an error of DeleteBlobs; an arbitration conflict (a lock
+// past lock_timeout, a deadlock, a foreign key) leaves the batch undecided.
+func batchErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := verdictOf(err); ok {
+		return fmt.Errorf("%s: %w: %w", what, store.ErrGCUndecided, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // ProveRowless inserts a probe row with the id: it waits for an uncommitted
 // insert of the id and fails on a committed one. The caller rolls it back.
 func (t gcTx) ProveRowless(ctx context.Context, id int64) (store.GCVerdict, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -105,18 +106,19 @@ func (g *GC) ReapLargeObjects(ctx context.Context, grace, lockTimeout time.Durat
 		var unlinked int64
 		err := g.InTx(ctx, lockTimeout, func(gt store.GCTx) (bool, error) {
 			tx := gt.(gcTx).tx
-			unlinked = 0
-			for _, oid := range batch {
-				if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, largeObjectLockKey(oid)); err != nil {
-					return false, fmt.Errorf("lock large object %d: %w", oid, err)
-				}
-				var k int64
-				// Unlinked only if it still exists and still nothing owns it.
-				if err := tx.QueryRow(ctx, `SELECT count(lo_unlink(m.oid)) FROM pg_largeobject_metadata m
-					WHERE m.oid = $1 AND `+orphanLO, oid).Scan(&k); err != nil {
-					return false, fmt.Errorf("unlink large object %d: %w", oid, err)
-				}
-				unlinked += k
+			// One lock per OID, in key order (two reapers never deadlock),
+			// then unlinked only if it still exists and still nothing owns it.
+			keys := make([]int64, len(batch))
+			for i, oid := range batch {
+				keys[i] = largeObjectLockKey(oid)
+			}
+			slices.Sort(keys)
+			if _, err := tx.Exec(ctx, `SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k`, keys); err != nil {
+				return false, fmt.Errorf("lock large objects: %w", err)
+			}
+			if err := tx.QueryRow(ctx, `SELECT count(lo_unlink(m.oid)) FROM pg_largeobject_metadata m
+				WHERE m.oid = ANY($1::oid[]) AND `+orphanLO, batch).Scan(&unlinked); err != nil {
+				return false, fmt.Errorf("unlink large objects: %w", err)
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM gc_lo_sightings WHERE lo = ANY($1::oid[])`, batch); err != nil {
 				return false, fmt.Errorf("forget sightings: %w", err)
