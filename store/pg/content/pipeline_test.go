@@ -42,7 +42,7 @@ var errWrite = errors.New("write failed")
 
 func TestPipeline(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	data := make([]byte, 40*ChunkSize+5)
+	data := make([]byte, 12*ChunkSize+5)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
 	}

@@ -9,7 +9,6 @@ import (
 	"crypto/md5" //nolint:gosec // the S3 ETag, as the store computes it
 	"errors"
 	"io"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -31,11 +30,7 @@ import (
 // deleted where that is not nil.
 func ReadAhead(t *testing.T, p *pgxpool.Pool, e content.Engine, deleted error) {
 	ctx := context.Background()
-	data := make([]byte, 6*content.ChunkSize+77)
-	r := rand.New(rand.NewPCG(5, 1))
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
+	data := Bytes(5, 6*content.ChunkSize+77)
 	idle := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -154,11 +149,7 @@ func (r *cancelAfter) Read(b []byte) (int, error) {
 // goroutine behind, and what was written stays with the stage row (Unstage
 // then leaves no chunk row and no large object).
 func StageFailures(t *testing.T, p *pgxpool.Pool, e content.Engine) {
-	data := make([]byte, 12*content.ChunkSize+5)
-	r := rand.New(rand.NewPCG(6, 1))
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
+	data := Bytes(6, 8*content.ChunkSize+5)
 	tests := []struct {
 		name  string
 		stage func(ctx context.Context, id int64) error
@@ -251,11 +242,7 @@ func PutFailures(t *testing.T, dsn, large string) {
 	if err := e.CreateBucket(ctx, "b", ""); err != nil {
 		t.Fatal(err)
 	}
-	data := make([]byte, 9*content.ChunkSize+11)
-	r := rand.New(rand.NewPCG(7, 1))
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
+	data := Bytes(7, 6*content.ChunkSize+11)
 	// One good object, so that what must stay is not nothing.
 	if _, err := e.PutObject(ctx, "b", "kept", bytes.NewReader(data[1:]), store.PutOptions{Size: int64(len(data) - 1)}); err != nil {
 		t.Fatal(err)
