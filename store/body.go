@@ -137,6 +137,14 @@ func (b *Body) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	n, err := b.r.Read(p)
+	// A large read is filled from several reads of the wrapped reader (an
+	// HTTP body returns a few KiB at a time), so that it is hashed in one
+	// piece, MD5 beside the rest (hash).
+	for len(p) >= parallelHashMin && n < len(p) && err == nil && b.n+int64(n) <= b.limit {
+		var k int
+		k, err = b.r.Read(p[n:])
+		n += k
+	}
 	if over := b.n + int64(n) - b.limit; over > 0 {
 		n -= int(over)
 		b.hash(p[:n])

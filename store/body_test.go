@@ -494,6 +494,60 @@ func TestBodyReadSizes(t *testing.T) {
 	}
 }
 
+// TestBodyFillsLargeReads: a read of at least parallelHashMin is filled
+// from as many reads of a reader that returns little at a time as it takes
+// (so that it is hashed in one piece); a smaller one returns what one read
+// brought; the digests are the same either way.
+func TestBodyFillsLargeReads(t *testing.T) {
+	data := randBytes(3<<20+5, 13)
+	wantMD5, wantSHA := md5.Sum(data), sha256.Sum256(data)
+	tests := []struct {
+		name    string
+		bufSize int
+		want    int // bytes returned by the first Read
+	}{
+		{name: "small read not filled", bufSize: parallelHashMin - 1, want: 4 << 10},
+		{name: "large read filled", bufSize: 1 << 20, want: 1 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &trickleReader{data: data, step: 4 << 10}
+			b := NewBody(src, PutOptions{Size: int64(len(data)), ChecksumAlgorithm: AlgCRC32C})
+			buf := make([]byte, tc.bufSize)
+			n, err := b.Read(buf)
+			if err != nil || n != tc.want {
+				t.Fatalf("first read: %d bytes, %v; want %d", n, err, tc.want)
+			}
+			rest, err := io.ReadAll(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := b.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := append(buf[:n], rest...); !bytes.Equal(got, data) || d.MD5 != wantMD5 || d.SHA256 != wantSHA || d.Checksum.Value != oracle(AlgCRC32C, data) {
+				t.Fatal("wrong content or digests")
+			}
+		})
+	}
+}
+
+// trickleReader returns at most step bytes per Read, as a network body does.
+type trickleReader struct {
+	data []byte
+	step int
+}
+
+func (r *trickleReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.step)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
 // TestBodyUnknownSizeCap checks the MaxObjectSize cap of bodies without a
 // declared size, with the cap lowered so that the test stays small.
 func TestBodyUnknownSizeCap(t *testing.T) {

@@ -78,6 +78,35 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
+// SendBatch implements content.Stager; the slot is held until the results
+// are closed.
+func (s *slotStager) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return errBatch{err}
+	}
+	return &slotBatch{BatchResults: s.pool.SendBatch(ctx, b), release: release}
+}
+
+type slotBatch struct {
+	pgx.BatchResults
+	release func()
+}
+
+func (r *slotBatch) Close() error {
+	defer r.release()
+	return r.BatchResults.Close()
+}
+
+// errBatch is the results of a batch that was never sent.
+type errBatch struct{ err error }
+
+func (r errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, r.err }
+func (r errBatch) Query() (pgx.Rows, error)         { return nil, r.err }
+func (r errBatch) QueryRow() pgx.Row                { return errRow(r) }
+func (r errBatch) Close() error                     { return r.err }
+func (r errBatch) Tx() pgx.Tx                       { return nil }
+
 // pgContent is a content engine inside PostgreSQL (pglo, pgchunks) as the
 // store protocol drives it (protocol.Content): staged on the pool, a staging
 // slot per statement, under a fresh id of blob_ids (ADR 007); claimed, and on

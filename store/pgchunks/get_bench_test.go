@@ -4,18 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/pg/content/contenttest"
 	"github.com/s3gate/s3gate/store/pgchunks"
 )
 
@@ -29,7 +25,7 @@ func BenchmarkPGChunksGet(b *testing.B) {
 	for i := range 4 {
 		write(b, p, int64(i+1), randBytes(uint64(10+i), benchSize))
 	}
-	pm := postmaster(b, p)
+	cpu := contenttest.NewCPUMeter(b, p)
 	rangeOff := int64(20*content.ChunkSize + 12345)
 	cases := []struct {
 		name       string
@@ -45,7 +41,7 @@ func BenchmarkPGChunksGet(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			var moved int64
-			cpu0, pg0 := selfCPU(), pgCPU(pm)
+			done := cpu.Start()
 			start := time.Now()
 			for b.Loop() {
 				var wg sync.WaitGroup
@@ -64,10 +60,7 @@ func BenchmarkPGChunksGet(b *testing.B) {
 			}
 			mib := float64(moved) / (1 << 20)
 			b.ReportMetric(mib/time.Since(start).Seconds(), "MiB/s")
-			b.ReportMetric(float64(selfCPU()-cpu0)/float64(time.Millisecond)/mib, "go-cpu-ms/MiB")
-			if pm != 0 {
-				b.ReportMetric(float64(pgCPU(pm)-pg0)/float64(time.Millisecond)/mib, "pg-cpu-ms/MiB")
-			}
+			done(b, mib)
 		})
 	}
 }
@@ -86,60 +79,4 @@ func readSpan(p *pgxpool.Pool, id, off, n int64) error {
 		err = fmt.Errorf("read %d bytes, want %d", got, n)
 	}
 	return err
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// postmaster is the pid of the server's postmaster (the parent of a
-// backend), 0 if its processes are not visible here.
-func postmaster(tb testing.TB, p *pgxpool.Pool) int {
-	var backend int
-	if err := p.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-		tb.Fatal(err)
-	}
-	ppid, _ := procTicks(backend)
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid)); err != nil || strings.TrimSpace(string(comm)) != "postgres" {
-		tb.Logf("PostgreSQL CPU not measured")
-		return 0
-	}
-	return ppid
-}
-
-// pgCPU is the CPU time of the postmaster, its live children and the
-// children it reaped (exited backends).
-func pgCPU(pm int) time.Duration {
-	if pm == 0 {
-		return 0
-	}
-	var ticks int64
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range procs {
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		if ppid, t := procTicks(pid); pid == pm || ppid == pm {
-			ticks += t
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100
-}
-
-// procTicks reads a process's parent and its utime+stime+cutime+cstime.
-func procTicks(pid int) (ppid int, ticks int64) {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0
-	}
-	s := string(st)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ppid, _ = strconv.Atoi(f[1])
-	for _, i := range []int{11, 12, 13, 14} {
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		ticks += v
-	}
-	return ppid, ticks
 }

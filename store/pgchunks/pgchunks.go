@@ -35,38 +35,39 @@ func New() *Engine { return &Engine{} }
 func (e *Engine) Tier() string { return store.TierPGChunks }
 
 // Stage implements content.Engine; the reference is 0 (the blob id keys the
-// rows). Each chunk is read whole from r first, then inserted by one
-// autocommit statement that touches the stage row and inserts nothing if the
-// row is gone.
+// rows). The first chunk is written with the stage row, in one statement,
+// before anything more is read: what a client sent before it stalls is in
+// PostgreSQL, as with pglo. The rest are read ahead of their writes
+// (content.Pipeline) and written in batches of those already in memory, one
+// pipelined round trip each; every statement touches the stage row and
+// inserts nothing if the row is gone.
 func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r io.Reader) (int64, int64, error) {
-	if _, err := db.Exec(ctx, `INSERT INTO blob_stages (blob_id) VALUES ($1)`, blobID); err != nil {
-		return 0, 0, fmt.Errorf("pgchunks: register stage of blob %d: %w", blobID, err)
+	buf := content.GetBuf()
+	defer content.PutBuf(buf)
+	n, eof, err := content.ReadChunk(r, buf.B[:cap(buf.B)])
+	if err != nil {
+		return 0, 0, err
 	}
-	buf := make([]byte, content.ChunkSize)
-	var total int64
-	for seq := int32(0); ; seq++ {
-		n, eof, err := content.ReadChunk(r, buf)
-		if err != nil {
-			return 0, total, err
-		}
-		if n > 0 {
-			tag, err := db.Exec(ctx, `WITH s AS (
-					UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING blob_id)
-				INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3 FROM s`,
-				blobID, seq, buf[:n])
-			if err != nil {
-				return 0, total, fmt.Errorf("pgchunks: insert chunk %d of blob %d: %w", seq, blobID, err)
-			}
-			if tag.RowsAffected() != 1 {
-				return 0, total, fmt.Errorf("pgchunks: chunk %d of blob %d: %w", seq, blobID, content.ErrStageLost)
-			}
-			total += int64(n)
-		}
-		if eof {
-			return 0, total, nil
-		}
+	if _, err := db.Exec(ctx, `WITH s AS (INSERT INTO blob_stages (blob_id) VALUES ($1) RETURNING blob_id)
+		INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, 0, $2 FROM s WHERE $3`, blobID, buf.B[:n], n > 0); err != nil {
+		return 0, 0, fmt.Errorf("pgchunks: stage blob %d: %w", blobID, err)
 	}
+	if eof {
+		return 0, int64(n), nil
+	}
+	rest, err := content.Pipeline(ctx, r, 1, int64(n), func(ctx context.Context, chunks []content.Chunk) error {
+		return content.SendBatch(ctx, db, "pgchunks", blobID, chunks, insertChunk, func(c content.Chunk) []any {
+			return []any{blobID, c.Seq, c.Data}
+		})
+	})
+	return 0, int64(n) + rest, err
 }
+
+// insertChunk writes one chunk if its stage row still exists, and touches
+// that row (the stage reaper spares a put that is writing).
+const insertChunk = `WITH s AS (
+		UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING blob_id)
+	INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3 FROM s`
 
 // Drop implements content.Engine.
 func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, blobID, _ int64) error {

@@ -192,3 +192,9 @@ func BenchmarkPGChunksRead(b *testing.B) {
 		}
 	}
 }
+
+// TestStageFailures: contenttest.StageFailures.
+func TestStageFailures(t *testing.T) { contenttest.StageFailures(t, pool(t), pgchunks.New()) }
+
+// TestPutFailures: contenttest.PutFailures.
+func TestPutFailures(t *testing.T) { contenttest.PutFailures(t, pgtest.DSN(t), pg.LargePGChunks) }

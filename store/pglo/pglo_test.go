@@ -199,3 +199,9 @@ func BenchmarkPGLORead(b *testing.B) {
 		}
 	}
 }
+
+// TestStageFailures: contenttest.StageFailures.
+func TestStageFailures(t *testing.T) { contenttest.StageFailures(t, pool(t), pglo.New()) }
+
+// TestPutFailures: contenttest.PutFailures.
+func TestPutFailures(t *testing.T) { contenttest.PutFailures(t, pgtest.DSN(t), pg.LargePGLO) }

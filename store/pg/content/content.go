@@ -38,10 +38,13 @@ type Querier interface {
 
 // Stager runs the autocommit statements of staging: a pool (or a pool behind
 // a write-slot limit), never a transaction. Each call borrows a connection
-// only for one statement whose data is already in memory.
+// only for statements whose data is already in memory: one statement, or
+// one batch (pipelined, in one implicit transaction) until its results are
+// closed.
 type Stager interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // ErrStageLost reports that the stage row of content being written or
