@@ -45,7 +45,7 @@ type sizes struct {
 }
 
 func runSizes(tb testing.TB) sizes {
-	s := sizes{smallOps: 4000, largeObjs: 4, mpuParts: 8, listKeys: 10000, listPrefixes: 50,
+	s := sizes{smallOps: 4000, largeObjs: 8, mpuParts: 8, listKeys: 10000, listPrefixes: 50,
 		walks: 3, listings: 20, completeParts: 1000}
 	if full() {
 		s.smallOps, s.largeObjs, s.mpuParts, s.walks, s.listings = 16000, 32, 64, 10, 100
@@ -192,7 +192,7 @@ func (e *gwEnv) measure(b *testing.B, ops int, bytes int64, fn func() ([]time.Du
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.stmts, r.stmtsOK = count.stop(b, ops)
+	r.stmtCalls, r.stmtsOK = count.stop(b, ops)
 	return r
 }
 
@@ -217,26 +217,31 @@ var (
 	largeTarget    = target{"≥ 0.9× raw", func(gw, raw round) (bool, bool) { return gw.rate() >= 0.9*raw.rate(), raw.wall > 0 }}
 )
 
+// Slices of the paired workloads: each side runs a slice in turn.
+const smallSlices = 4
+
 func (e *gwEnv) benchSmallPut(b *testing.B) {
 	n := e.sz.smallOps
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("raw/%d", newID())
 	}
-	raw := e.rawSmall(b, n, func(ctx context.Context, c *pgx.Conn, i int, buf []byte) error {
-		fill(buf, uint64(i), 0)
-		return smallUpsert(ctx, c, keys[i], buf)
-	})
 	e.rawKeys = keys
-	e.small = e.put(b, "put-4KiB", newBatch(smallSize, n), clients, raw, smallPutTarget)
+	e.small = e.put(b, "put-4KiB", newBatch(smallSize, n), clients, smallSlices, func(lo, hi int) *round {
+		return e.rawSmall(b, lo, hi, func(ctx context.Context, c *pgx.Conn, i int, buf []byte) error {
+			fill(buf, uint64(i), 0)
+			return smallUpsert(ctx, c, keys[i], buf)
+		})
+	}, smallPutTarget)
 }
 
 func (e *gwEnv) benchSmallGet(b *testing.B) {
 	keys := e.rawKeys
-	raw := e.rawSmall(b, len(keys), func(ctx context.Context, c *pgx.Conn, i int, _ []byte) error {
-		return smallSelect(ctx, c, keys[i], smallSize)
-	})
-	gw := e.get(b, "get-4KiB", e.small, clients, raw, smallGetTarget)
+	gw := e.get(b, "get-4KiB", e.small, clients, smallSlices, func(lo, hi int) *round {
+		return e.rawSmall(b, lo, min(hi, len(keys)), func(ctx context.Context, c *pgx.Conn, i int, _ []byte) error {
+			return smallSelect(ctx, c, keys[i], smallSize)
+		})
+	}, smallGetTarget)
 	if c, ok := gw.serverCPU(); ok {
 		b.ReportMetric(1e6/c, "ops/srv-cpu-s")
 	}
@@ -245,24 +250,27 @@ func (e *gwEnv) benchSmallGet(b *testing.B) {
 // benchDedupPut writes 4 KiB objects that all have the same content: the
 // case content addressing serves, and where writers meet on one blob row.
 func (e *gwEnv) benchDedupPut(b *testing.B) {
-	n := e.sz.smallOps
-	raw := e.rawSmall(b, n, func(ctx context.Context, c *pgx.Conn, _ int, buf []byte) error {
-		fill(buf, 0, 0)
-		return smallUpsert(ctx, c, fmt.Sprintf("dedup/%d", newID()), buf)
-	})
-	batch := newBatch(smallSize, n)
+	batch := newBatch(smallSize, e.sz.smallOps)
 	for i := range batch {
 		batch[i].id = 0 // one content for all
 	}
-	e.put(b, "put-4KiB identical", batch, clients, raw, target{"no serialization on the blob row", nil})
+	e.put(b, "put-4KiB identical", batch, clients, smallSlices, func(lo, hi int) *round {
+		return e.rawSmall(b, lo, hi, func(ctx context.Context, c *pgx.Conn, _ int, buf []byte) error {
+			fill(buf, 0, 0)
+			return smallUpsert(ctx, c, fmt.Sprintf("dedup/%d", newID()), buf)
+		})
+	}, target{"no serialization on the blob row", nil})
 }
 
-// rawSmall is a raw 4 KiB round on 16 connections (nil without a raw medium).
-func (e *gwEnv) rawSmall(b *testing.B, n int, op func(ctx context.Context, c *pgx.Conn, i int, buf []byte) error) *round {
-	if e.raw == nil || n == 0 {
+// rawSmall is a raw 4 KiB round of ops [lo, hi) on 16 connections (nil
+// without a raw medium).
+func (e *gwEnv) rawSmall(b *testing.B, lo, hi int, op func(ctx context.Context, c *pgx.Conn, i int, buf []byte) error) *round {
+	if e.raw == nil || hi <= lo {
 		return nil
 	}
-	return e.measureRaw(b, n, 0, func() ([]time.Duration, time.Duration, error) { return e.raw.smallRound(b, n, op) })
+	return e.measureRaw(b, hi-lo, 0, func() ([]time.Duration, time.Duration, error) {
+		return e.raw.smallRound(b, hi-lo, func(ctx context.Context, c *pgx.Conn, i int, buf []byte) error { return op(ctx, c, lo+i, buf) })
+	})
 }
 
 // largeMedium returns the raw write and read of the engine's medium:
@@ -290,40 +298,70 @@ func (e *gwEnv) rawLarge(b *testing.B, objs []baseObj, write bool) *round {
 	})
 }
 
+// largeSlices: each slice keeps all 4 clients busy.
+func (e *gwEnv) largeSlices() int { return max(1, e.sz.largeObjs/largeClients) }
+
 func (e *gwEnv) benchLargePut(b *testing.B) {
 	n := e.sz.largeObjs
-	var raw *round
 	if e.raw != nil {
 		e.rawLargeObjs = newBaseObjs(n, largeSize)
-		raw = e.rawLarge(b, e.rawLargeObjs, true)
 	}
-	e.large = e.put(b, "put-64MiB", newBatch(largeSize, n), largeClients, raw, largeTarget)
+	e.large = e.put(b, "put-64MiB", newBatch(largeSize, n), largeClients, e.largeSlices(), func(lo, hi int) *round {
+		return e.rawLarge(b, e.rawLargeObjs[min(lo, len(e.rawLargeObjs)):min(hi, len(e.rawLargeObjs))], true)
+	}, largeTarget)
 }
 
 func (e *gwEnv) benchLargeGet(b *testing.B) {
-	e.get(b, "get-64MiB", e.large, largeClients, e.rawLarge(b, e.rawLargeObjs, false), largeTarget)
+	objs := e.rawLargeObjs
+	e.get(b, "get-64MiB", e.large, largeClients, e.largeSlices(), func(lo, hi int) *round {
+		return e.rawLarge(b, objs[min(lo, len(objs)):min(hi, len(objs))], false)
+	}, largeTarget)
 }
 
-// put times the PUTs of batch with `workers` clients against raw and
-// returns the batch.
-func (e *gwEnv) put(b *testing.B, name string, batch []objRef, workers int, raw *round, t target) []objRef {
-	gw := e.measure(b, len(batch), objBytes(batch), func() ([]time.Duration, time.Duration, error) {
-		return e.putAll(b.Context(), batch, workers)
+// paired runs the raw and the gateway side of a workload of n ops
+// alternately, slice by slice (raw 0, gateway 0, raw 1, gateway 1, ...), so
+// that the machine's drifting load lands on both sides alike, and adds up
+// each side's slices.
+func paired(n, slices int, raw func(lo, hi int) *round, gw func(lo, hi int) round) (round, *round) {
+	var g round
+	var r *round
+	for s := range slices {
+		lo, hi := n*s/slices, n*(s+1)/slices
+		if rr := raw(lo, hi); rr != nil {
+			if r == nil {
+				r = &round{}
+			}
+			*r = r.add(*rr)
+		}
+		g = g.add(gw(lo, hi))
+	}
+	return g, r
+}
+
+// put times the PUTs of batch with `workers` clients, paired slice by slice
+// with raw, and returns the batch.
+func (e *gwEnv) put(b *testing.B, name string, batch []objRef, workers, slices int, raw func(lo, hi int) *round, t target) []objRef {
+	gw, r := paired(len(batch), slices, raw, func(lo, hi int) round {
+		return e.measure(b, hi-lo, objBytes(batch[lo:hi]), func() ([]time.Duration, time.Duration, error) {
+			return e.putAll(b.Context(), batch[lo:hi], workers)
+		})
 	})
-	e.sum.report(b, e.engine, name, gw, raw, t)
+	e.sum.report(b, e.engine, name, gw, r, t)
 	return batch
 }
 
 // get times the verified GETs of objs (written by the PUT round before) with
-// `workers` clients against raw.
-func (e *gwEnv) get(b *testing.B, name string, objs []objRef, workers int, raw *round, t target) round {
+// `workers` clients, paired slice by slice with raw.
+func (e *gwEnv) get(b *testing.B, name string, objs []objRef, workers, slices int, raw func(lo, hi int) *round, t target) round {
 	if len(objs) == 0 {
 		b.Skip("needs the PUT round before it")
 	}
-	gw := e.measure(b, len(objs), objBytes(objs), func() ([]time.Duration, time.Duration, error) {
-		return e.getAll(b.Context(), objs, workers)
+	gw, r := paired(len(objs), slices, raw, func(lo, hi int) round {
+		return e.measure(b, hi-lo, objBytes(objs[lo:hi]), func() ([]time.Duration, time.Duration, error) {
+			return e.getAll(b.Context(), objs[lo:hi], workers)
+		})
 	})
-	e.sum.report(b, e.engine, name, gw, raw, t)
+	e.sum.report(b, e.engine, name, gw, r, t)
 	return gw
 }
 

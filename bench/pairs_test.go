@@ -21,9 +21,24 @@ type round struct {
 	// pgCPU the whole PostgreSQL server's.
 	gwCPU, pgCPU time.Duration
 	gwOK, pgOK   bool
-	stmts        float64 // statements per op
+	stmtCalls    float64 // statements executed in the gateway's database
 	stmtsOK      bool
 	timed        bool // shown as time per op (listings, Complete), not a rate
+}
+
+// stmts is the statements per op.
+func (r round) stmts() float64 { return r.stmtCalls / float64(r.ops) }
+
+// add returns the sum of two rounds of one side (slices of a workload).
+func (r round) add(o round) round {
+	if r.ops == 0 {
+		return o
+	}
+	r.ops, r.bytes, r.wall = r.ops+o.ops, r.bytes+o.bytes, r.wall+o.wall
+	r.lat = append(r.lat, o.lat...)
+	r.gwCPU, r.pgCPU, r.stmtCalls = r.gwCPU+o.gwCPU, r.pgCPU+o.pgCPU, r.stmtCalls+o.stmtCalls
+	r.gwOK, r.pgOK, r.stmtsOK = r.gwOK && o.gwOK, r.pgOK && o.pgOK, r.stmtsOK && o.stmtsOK
+	return r
 }
 
 // show is the round's figure for the summary.
@@ -172,7 +187,7 @@ func (s *summary) report(b *testing.B, engine, name string, gw round, raw *round
 		b.ReportMetric(c, "srv-cpu-"+unit)
 	}
 	if gw.stmtsOK {
-		b.ReportMetric(gw.stmts, "stmts/op")
+		b.ReportMetric(gw.stmts(), "stmts/op")
 	}
 	r := row{engine: engine, name: name, gw: gw, target: t}
 	if raw != nil {
@@ -219,7 +234,7 @@ func (s *summary) print() {
 		}
 		stmts := "–"
 		if r.gw.stmtsOK {
-			stmts = fmt.Sprintf("%.1f", r.gw.stmts)
+			stmts = fmt.Sprintf("%.1f", r.gw.stmts())
 		}
 		met := "–"
 		if r.target.met != nil {
