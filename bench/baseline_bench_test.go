@@ -160,6 +160,7 @@ func BenchmarkBaseline(b *testing.B) {
 		{name: "pglo", pg: true, write: e.loWrite, read: e.loRead},
 		{name: "bytea", pg: true, write: e.byteaWrite, read: e.byteaRead},
 		{name: "bytea-pipe", pg: true, write: e.byteaPipeWrite, read: e.byteaPipeRead},
+		{name: "pglo-pipe", pg: true, write: e.loPipeWrite, read: e.loPipeRead},
 		{name: "disk", write: e.diskWrite, read: e.diskRead},
 	} {
 		for _, streams := range []int{1, 16} {
@@ -591,4 +592,57 @@ func (e *baseEnv) fileServerRead(ctx context.Context, _ *pgx.Conn, o baseObj, bu
 		return fmt.Errorf("file server: %s: %d bytes, want %d", o.path, n, o.size)
 	}
 	return nil
+}
+
+var (
+	oidsLO = []uint32{pgtype.OIDOID, pgtype.Int8OID, pgtype.ByteaOID}
+	oidsLG = []uint32{pgtype.OIDOID, pgtype.Int8OID, pgtype.Int4OID}
+)
+
+func loParams(oid uint32, off int64, last []byte) [][]byte {
+	return [][]byte{binary.BigEndian.AppendUint32(nil, oid), binary.BigEndian.AppendUint64(nil, uint64(off)), last}
+}
+
+// loPipeWrite creates one large object (lo_create, autocommit), then writes
+// it in one transaction with 1 MiB lo_put calls, pipelined like
+// byteaPipeWrite.
+func (e *baseEnv) loPipeWrite(ctx context.Context, conn *pgx.Conn, o *baseObj, buf []byte) error {
+	if err := conn.QueryRow(ctx, "SELECT lo_create(0)").Scan(&o.oid); err != nil {
+		return fmt.Errorf("lo_create: %w", err)
+	}
+	chunks := int(o.size / baseCall)
+	return pipelined(ctx, conn, chunks+2, func(pl *pgconn.Pipeline, i int) {
+		switch i {
+		case 0:
+			pl.SendQueryParams("BEGIN", nil, nil, nil, nil)
+		case chunks + 1:
+			pl.SendQueryParams("COMMIT", nil, nil, nil, nil)
+		default:
+			off := int64(i-1) * baseCall
+			fill(buf, o.id, off)
+			pl.SendQueryParams("SELECT lo_put($1, $2, $3)", loParams(o.oid, off, buf), oidsLO, binary3, nil)
+		}
+	}, func(int, *pgconn.ResultReader) error { return nil })
+}
+
+// loPipeRead reads one large object with 1 MiB lo_get calls in autocommit,
+// pipelined like byteaPipeRead.
+func (e *baseEnv) loPipeRead(ctx context.Context, conn *pgx.Conn, o baseObj, buf []byte) error {
+	chunks := int(o.size / baseCall)
+	return pipelined(ctx, conn, chunks, func(pl *pgconn.Pipeline, i int) {
+		pl.SendQueryParams("SELECT lo_get($1, $2, $3)", loParams(o.oid, int64(i)*baseCall, binary.BigEndian.AppendUint32(nil, baseCall)),
+			oidsLG, binary3, binaryResult)
+	}, func(i int, rr *pgconn.ResultReader) error {
+		rows := 0
+		for rr.NextRow() {
+			if n := copy(buf, rr.Values()[0]); n != baseCall {
+				return fmt.Errorf("lo_get %d chunk %d: %d bytes, want %d", o.oid, i, n, baseCall)
+			}
+			rows++
+		}
+		if rows != 1 {
+			return fmt.Errorf("lo_get %d chunk %d: %d rows", o.oid, i, rows)
+		}
+		return nil
+	})
 }

@@ -274,14 +274,14 @@ func (e *gwEnv) rawSmall(b *testing.B, lo, hi int, op func(ctx context.Context, 
 }
 
 // largeMedium returns the raw write and read of the engine's medium:
-// pipelined bytea rows (pgchunks), large objects (pglo), fsynced files with
+// pipelined bytea rows (pgchunks), pipelined large-object calls (pglo), fsynced files with
 // hashing and a plain HTTP file server (local, embedded).
 func (e *gwEnv) largeMedium() baseKind {
 	switch e.engine {
 	case config.EnginePGChunks:
 		return baseKind{name: "bytea-pipe", pg: true, write: e.raw.byteaPipeWrite, read: e.raw.byteaPipeRead}
 	case config.EnginePGLO:
-		return baseKind{name: "pglo", pg: true, write: e.raw.loWrite, read: e.raw.loRead}
+		return baseKind{name: "pglo-pipe", pg: true, write: e.raw.loPipeWrite, read: e.raw.loPipeRead}
 	default:
 		return baseKind{name: "disk+hash", write: e.raw.diskHashWrite, read: e.raw.fileServerRead}
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -20,6 +21,10 @@ type benchPG struct {
 	// stmts is false when pg_stat_statements is not loaded (a server of
 	// S3GATE_TEST_DATABASE_URL): statement counts are then not reported.
 	stmts bool
+	// stmtConn is the counting connection, opened once: a connection per
+	// round would cost more than a listing on a busy machine.
+	stmtConn *pgx.Conn
+	cleanup  func(func()) // the Cleanup of the benchmark that started the server
 }
 
 // Durable settings: the issue's figures are for synchronous commit on, and
@@ -36,7 +41,7 @@ var dbSeq atomic.Int64
 // S3GATE_TEST_DATABASE_URL set, takes fresh databases on that server.
 func startBenchPG(tb testing.TB) *benchPG {
 	if os.Getenv(pgtest.EnvDatabaseURL) != "" {
-		p := &benchPG{newDB: pgtest.DSN}
+		p := &benchPG{newDB: pgtest.DSN, cleanup: tb.Cleanup}
 		p.admin = p.newDB(tb)
 		p.stmts = p.createExtension(tb) == nil
 		if !p.stmts {
@@ -49,7 +54,7 @@ func startBenchPG(tb testing.TB) *benchPG {
 	if err := srv.Start(); err != nil {
 		tb.Fatalf("bench PostgreSQL: %v", err)
 	}
-	p := &benchPG{admin: srv.DSN(), stmts: true, newDB: func(tb testing.TB) string {
+	p := &benchPG{admin: srv.DSN(), stmts: true, cleanup: tb.Cleanup, newDB: func(tb testing.TB) string {
 		u, err := srv.CreateDatabase(fmt.Sprintf("bench_%d", dbSeq.Add(1)))
 		if err != nil {
 			tb.Fatalf("bench PostgreSQL: %v", err)
@@ -60,6 +65,20 @@ func startBenchPG(tb testing.TB) *benchPG {
 		tb.Fatalf("bench PostgreSQL: %v", err)
 	}
 	return p
+}
+
+// counter returns the counting connection, opened on first use and closed
+// when tb (the benchmark that started the server) ends.
+func (p *benchPG) counter(tb testing.TB) *pgx.Conn {
+	if p.stmtConn == nil {
+		conn, err := pgx.Connect(context.Background(), p.admin)
+		if err != nil {
+			tb.Fatalf("statement count: connect: %v", err)
+		}
+		p.stmtConn = conn
+		p.cleanup(func() { closeConn(tb, conn) })
+	}
+	return p.stmtConn
 }
 
 func (p *benchPG) createExtension(tb testing.TB) error {
@@ -98,7 +117,7 @@ func (p *benchPG) countStatements(tb testing.TB, dsn string) *stmtCount {
 	if err != nil {
 		tb.Fatalf("statement count: %v", err)
 	}
-	c := &stmtCount{p: p, conn: p.connect(tb), db: cfg.Database}
+	c := &stmtCount{p: p, conn: p.counter(tb), db: cfg.Database}
 	if _, err := c.conn.Exec(tb.Context(), "SELECT pg_stat_statements_reset()"); err != nil {
 		tb.Fatalf("statement count: reset: %v", err)
 	}
@@ -111,7 +130,6 @@ func (c *stmtCount) stop(tb testing.TB, ops int) (float64, bool) {
 	if c == nil {
 		return 0, false
 	}
-	defer closeConn(tb, c.conn)
 	ctx := tb.Context()
 	const q = `SELECT s.calls, s.query FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
 		WHERE d.datname = $1 ORDER BY s.calls DESC`
