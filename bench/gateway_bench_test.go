@@ -45,7 +45,7 @@ type sizes struct {
 }
 
 func runSizes(tb testing.TB) sizes {
-	s := sizes{smallOps: 4000, largeObjs: 8, mpuParts: 8, listKeys: 10000, listPrefixes: 50,
+	s := sizes{smallOps: 2000, largeObjs: 8, mpuParts: 8, listKeys: 10000, listPrefixes: 50,
 		walks: 3, listings: 20, completeParts: 1000}
 	if full() {
 		s.smallOps, s.largeObjs, s.mpuParts, s.walks, s.listings = 16000, 32, 64, 10, 100
@@ -454,10 +454,11 @@ func (e *gwEnv) putAll(ctx context.Context, batch []objRef, workers int) ([]time
 	return e.putAllIn(ctx, e.bucket, batch, workers)
 }
 
+// putAllIn is putAll into bucket; workers beyond the 16 clients share them.
 func (e *gwEnv) putAllIn(ctx context.Context, bucket string, batch []objRef, workers int) ([]time.Duration, time.Duration, error) {
 	return runOps(ctx, workers, len(batch), func(ctx context.Context, c, i int) error {
 		o := batch[i]
-		_, err := e.clients[c].PutObject(ctx, &s3.PutObjectInput{
+		_, err := e.clients[c%len(e.clients)].PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        aws.String(bucket),
 			Key:           aws.String(o.key),
 			Body:          newGenReader(o.id, o.size),
