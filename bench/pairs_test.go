@@ -231,6 +231,9 @@ func (s *summary) print() {
 			if r.gw.bytes > 0 {
 				cpu = fmt.Sprintf("%.2f %s (%.2f + %.2f)", c, unit, float64(r.gw.gwCPU)/float64(u)/n, float64(r.gw.pgCPU)/float64(u)/n)
 			}
+			if !r.gw.pgOK { // no PostgreSQL behind it (embedded, external)
+				cpu = fmt.Sprintf("%.2f %s (gateway only)", c, unit)
+			}
 		}
 		stmts := "–"
 		if r.gw.stmtsOK {
