@@ -100,13 +100,15 @@ func BenchmarkGateway(b *testing.B) {
 	sum := &summary{}
 	var pg *benchPG
 	var raw *baseEnv
+	bin := ""
 	if !testgw.External() {
+		bin = gatewayBinary(b)
 		pg = startBenchPG(b)
 		raw = newBaseEnv(b, pg.newDB(b), b.TempDir())
 	}
 	for _, engine := range benchEngines() {
 		b.Run("engine="+engine, func(b *testing.B) {
-			e := newGWEnv(b, engine, pg, raw, sum)
+			e := newGWEnv(b, bin, engine, pg, raw, sum)
 			if metadataWorkloads(engine) {
 				b.Run("put-4KiB", e.benchSmallPut)
 				b.Run("get-4KiB", e.benchSmallGet)
@@ -142,7 +144,7 @@ func metadataWorkloads(engine string) bool {
 	return engine != config.EnginePGLO && engine != config.EngineLocal
 }
 
-func newGWEnv(b *testing.B, engine string, pg *benchPG, raw *baseEnv, sum *summary) *gwEnv {
+func newGWEnv(b *testing.B, bin, engine string, pg *benchPG, raw *baseEnv, sum *summary) *gwEnv {
 	e := &gwEnv{engine: engine, pg: pg, raw: raw, sum: sum, sz: runSizes(b), bucket: "bench"}
 	if testgw.External() {
 		e.gw = testgw.Start(b, testgw.Options{})
@@ -157,7 +159,7 @@ func newGWEnv(b *testing.B, engine string, pg *benchPG, raw *baseEnv, sum *summa
 		if engine != testgw.Embedded {
 			e.dsn = pg.newDB(b)
 		}
-		g := startProcGateway(b, engine, e.dsn)
+		g := startProcGateway(b, bin, engine, e.dsn)
 		e.gw = &g.Gateway
 		e.probe = cpuProbe{gw: g.cpu, pg: raw.cpu}
 		if engine == testgw.Embedded {

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,34 +28,18 @@ import (
 // binary built from this tree), so that its CPU time can be read from /proc
 // apart from the clients' (which run in the benchmark process).
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // gatewayBinary returns $S3GATE_BENCH_BIN, or builds ./cmd/s3gate of the
-// module this package belongs to, once per process.
+// module this package belongs to into a temporary directory of tb's.
 func gatewayBinary(tb testing.TB) string {
 	if p := os.Getenv("S3GATE_BENCH_BIN"); p != "" {
 		return p
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "s3gate-bench-bin-")
-		if err != nil {
-			buildErr = fmt.Errorf("temp dir: %w", err)
-			return
-		}
-		binPath = filepath.Join(dir, "s3gate")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "../cmd/s3gate")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ../cmd/s3gate: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatalf("gateway binary: %v", buildErr)
+	bin := filepath.Join(tb.TempDir(), "s3gate")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/s3gate")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build ../cmd/s3gate: %v\n%s", err, out)
 	}
-	return binPath
+	return bin
 }
 
 // procGateway is one `s3gate serve` process on 127.0.0.1.
@@ -65,10 +48,10 @@ type procGateway struct {
 	pid int
 }
 
-// startProcGateway runs the gateway on engine over database dsn ("" for the
-// embedded default) and waits until /readyz answers 200. It is stopped (SIGTERM,
+// startProcGateway runs the gateway binary bin on engine over database dsn
+// ("" for the embedded default) and waits until /readyz answers 200. It is stopped (SIGTERM,
 // then SIGKILL after 30 s) when tb ends.
-func startProcGateway(tb testing.TB, engine, dsn string) *procGateway {
+func startProcGateway(tb testing.TB, bin, engine, dsn string) *procGateway {
 	tb.Helper()
 	dir := tb.TempDir()
 	addr, maddr := freeAddr(tb), freeAddr(tb)
@@ -95,7 +78,7 @@ func startProcGateway(tb testing.TB, engine, dsn string) *procGateway {
 		tb.Fatalf("gateway log: %v", err)
 	}
 	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(gatewayBinary(tb), "serve")
+	cmd := exec.Command(bin, "serve")
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
