@@ -19,8 +19,9 @@ help:
 	@echo "make test-short the quick subset (-short, no 1 GiB memory test)"
 	@echo "make test-versions  the store's versioning cases at full size (300 model steps, 2,500 versions) on every engine, and the gateway's paging over 2,500 versions"
 	@echo "make lint       gofmt, go vet, staticcheck"
-	@echo "make bench      throughput/latency against a live gateway on each engine"
-	@echo "make bench-compare  the gateway benchmarks of BASE (default main) and the working tree, alternating, as ratios"
+	@echo "make bench      the fixed workload against a live gateway, as ratios to raw PostgreSQL of the same run (~5 min; BENCH_FULL=1: full sizes)"
+	@echo "make bench-compare  the gateway benchmarks of BASE (default main) and the working tree, alternating, as ratios;"
+	@echo "                with B_ENDPOINT (+ B_ACCESS_KEY, B_SECRET_KEY): this gateway against that S3 endpoint, A B A B"
 	@echo "make scenario   the 2 GiB write/delete/GC scenario on each engine"
 	@echo "make fleet-soak the three-instance fleet tests on every engine, with the long histories and lease rounds"
 	@echo "make pgops      backup/restore, PITR, replicas and upgrades (pgops/) with more objects"
@@ -72,8 +73,12 @@ lint:
 rules:
 	cd deploy && promtool check rules alerts.yml && promtool test rules alerts_test.yml
 
+# BENCH (a -bench regexp, default Gateway: the issue's workload with its raw
+# PostgreSQL pairs; `.` adds BenchmarkBaseline and BenchmarkSmallPath);
+# BENCH_FULL=1 for the full sizes: see bench/README.md.
+BENCH ?= Gateway
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m ./bench/
 
 # BASE (a git revision), COUNT (runs of each side), BENCH (a -bench regexp),
 # BENCHTIME: see bench/README.md.

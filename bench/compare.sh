@@ -1,9 +1,14 @@
 #!/bin/sh
-# make bench-compare: the bench/ benchmarks of git revision BASE (default
-# main) and of the working tree, side by side in one run: both test binaries
-# are built first, then run alternately (base, tree, base, tree, ...) COUNT
-# times each, so that a shared machine's drifting load lands on both; then
-# benchstat prints each metric of the tree against the base (README.md).
+# make bench-compare: two sides of the bench/ benchmarks in one run, run
+# alternately (A, B, A, B, ...) COUNT times each, so that a shared machine's
+# drifting load lands on both; then benchstat prints each metric of B against
+# A (README.md).
+#
+# Without B_ENDPOINT the sides are git revision BASE (default main) and the
+# working tree. With B_ENDPOINT (+ B_ACCESS_KEY, B_SECRET_KEY, B_REGION,
+# B_CA_FILE, B_PIDS) the sides are this tree's gateway on ENGINE (default
+# pgchunks) and that S3 endpoint, over the workloads of WORKLOAD (a -bench
+# regexp under the engine, default all).
 set -eu
 BASE=${BASE:-main}
 COUNT=${COUNT:-3}
@@ -11,12 +16,45 @@ BENCH=${BENCH:-Gateway}
 BENCHTIME=${BENCHTIME:-1x}
 GO=${GO:-go}
 BENCHSTAT=${BENCHSTAT:-$($GO env GOPATH)/bin/benchstat}
+B_ENDPOINT=${B_ENDPOINT:-}
+ENGINE=${ENGINE:-pgchunks}
+WORKLOAD=${WORKLOAD:-.}
 
 root=$(git rev-parse --show-toplevel)
-rev=$(git -C "$root" rev-parse --verify "$BASE^{commit}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
+mkdir -p "$root/bin"
 
+# run SIDE DIR BENCH [VAR=value ...]: one round of a side's test binary.
+run() {
+	side=$1 dir=$2 bench=$3
+	shift 3
+	echo "bench-compare: round $i of $COUNT: $side" >&2
+	(cd "$dir" && env "$@" "$tmp/$side.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$BENCHTIME" -test.timeout 60m) \
+		>>"$tmp/$side.txt"
+}
+
+if [ -n "$B_ENDPOINT" ]; then
+	: "${B_ACCESS_KEY:?B_ACCESS_KEY must be set with B_ENDPOINT}" "${B_SECRET_KEY:?B_SECRET_KEY must be set with B_ENDPOINT}"
+	(cd "$root" && $GO test -c -o "$tmp/a.test" ./bench/)
+	cp "$tmp/a.test" "$tmp/b.test"
+	for i in $(seq "$COUNT"); do
+		run a "$root/bench" "Gateway/engine=$ENGINE/$WORKLOAD" S3GATE_CONFORMANCE_ENDPOINT=
+		run b "$root/bench" "Gateway/engine=external/$WORKLOAD" \
+			S3GATE_CONFORMANCE_ENDPOINT="$B_ENDPOINT" S3GATE_CONFORMANCE_ACCESS_KEY="$B_ACCESS_KEY" \
+			S3GATE_CONFORMANCE_SECRET_KEY="$B_SECRET_KEY" S3GATE_CONFORMANCE_REGION="${B_REGION:-us-east-1}" \
+			S3GATE_CONFORMANCE_CA_FILE="${B_CA_FILE:-}" S3GATE_BENCH_PIDS="${B_PIDS:-}"
+	done
+	# One name per workload on both sides, so that benchstat pairs them.
+	for side in a b; do
+		sed 's#^\(BenchmarkGateway\)/engine=[^/]*/#\1/#' "$tmp/$side.txt" >"$root/bin/bench-compare-$side.txt"
+	done
+	echo "bench-compare: a is s3gate ($ENGINE), b is $B_ENDPOINT; raw results in bin/bench-compare-{a,b}.txt" >&2
+	"$BENCHSTAT" "s3gate=$root/bin/bench-compare-a.txt" "b=$root/bin/bench-compare-b.txt"
+	exit 0
+fi
+
+rev=$(git -C "$root" rev-parse --verify "$BASE^{commit}")
 # The base as a plain tree (no worktree, nothing in .git changes).
 mkdir "$tmp/base"
 git -C "$root" archive "$rev" | tar -x -C "$tmp/base"
@@ -24,16 +62,10 @@ git -C "$root" archive "$rev" | tar -x -C "$tmp/base"
 (cd "$root" && $GO test -c -o "$tmp/tree.test" ./bench/)
 
 for i in $(seq "$COUNT"); do
-	for side in base tree; do
-		dir=$root/bench
-		[ "$side" = base ] && dir=$tmp/base/bench
-		echo "bench-compare: round $i of $COUNT: $side" >&2
-		(cd "$dir" && "$tmp/$side.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "$BENCHTIME" -test.timeout 60m) \
-			>>"$tmp/$side.txt"
-	done
+	run base "$tmp/base/bench" "$BENCH"
+	run tree "$root/bench" "$BENCH"
 done
 
-mkdir -p "$root/bin"
 cp "$tmp/base.txt" "$root/bin/bench-compare-base.txt"
 cp "$tmp/tree.txt" "$root/bin/bench-compare-tree.txt"
 echo "bench-compare: $BASE is $rev; raw results in bin/bench-compare-{base,tree}.txt" >&2

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,14 +343,6 @@ func (s cpuSpan) report(b *testing.B, bytes int64) {
 	}
 }
 
-// reportPerOp adds CPU per operation ("pg-cpu-us/op", "go-cpu-us/op"): for
-// small objects the bytes are not what costs.
-func (s cpuSpan) reportPerOp(b *testing.B, ops int) {
-	if ops > 0 {
-		s.reportPer(b, float64(ops), "us", "op", time.Microsecond)
-	}
-}
-
 func (s cpuSpan) reportPer(b *testing.B, per float64, unit, perName string, u time.Duration) {
 	if pg1, ok := s.m.pgCPU(); ok && s.pgOK {
 		b.ReportMetric(float64(pg1-s.pg0)/float64(u)/per, "pg-cpu-"+unit+"/"+perName)
@@ -364,15 +355,6 @@ func (s cpuSpan) reportPer(b *testing.B, per float64, unit, perName string, u ti
 // reportThroughput adds MiB/s over the wall time.
 func reportThroughput(b *testing.B, bytes int64, wall time.Duration) {
 	b.ReportMetric(float64(bytes)/mib/wall.Seconds(), "MiB/s")
-}
-
-// reportLatency adds ops/s over the wall time and the p50/p99 op latency.
-func reportLatency(b *testing.B, lat []time.Duration, wall time.Duration) {
-	sorted := slices.Clone(lat)
-	slices.Sort(sorted)
-	b.ReportMetric(float64(len(lat))/wall.Seconds(), "ops/s")
-	b.ReportMetric(ms(percentile(sorted, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(sorted, 99)), "p99-ms")
 }
 
 func closeConn(tb testing.TB, conn *pgx.Conn) {
