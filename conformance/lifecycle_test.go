@@ -291,6 +291,36 @@ func lcAPI(t *testing.T, gw *testgw.Gateway) {
 				t.Errorf("%s x-amz-expiration %q, want %q", what, aws.ToString(v), want)
 			}
 		}
+		// CopyObject and CompleteMultipartUpload name the expiry of what
+		// they wrote, from its own last-modified time.
+		cp, err := cl.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &bucket, Key: aws.String("tmp/copy"), CopySource: aws.String(bucket + "/tmp/a")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: aws.String("tmp/mp")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := cl.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: aws.String("tmp/mp"), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: strings.NewReader("part")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := cl.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: aws.String("tmp/mp"), UploadId: up.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, c := range map[string]struct{ key, got string }{"CopyObject": {"tmp/copy", aws.ToString(cp.Expiration)},
+			"CompleteMultipartUpload": {"tmp/mp", aws.ToString(done.Expiration)}} {
+			h, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: aws.String(c.key)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.got == "" || c.got != aws.ToString(h.Expiration) {
+				t.Errorf("%s x-amz-expiration %q, HEAD of what it wrote %q", what, c.got, aws.ToString(h.Expiration))
+			}
+		}
 		dated, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("d/x"), Body: strings.NewReader("x")})
 		if err != nil {
 			t.Fatal(err)

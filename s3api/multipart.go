@@ -189,6 +189,7 @@ func (a *api) completeMultipartUpload(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("complete upload of %q/%q: %w", rq.bucket, rq.key, err)
 	}
+	a.setExpiration(rq, info, info.Meta.Tags)
 	if err := a.setVersionHeader(rq, info.VersionID); err != nil {
 		return err
 	}

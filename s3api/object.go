@@ -339,6 +339,7 @@ func (a *api) copyObject(rq *request) error {
 		return fmt.Errorf("copy %q/%q to %q/%q: %w", src.Bucket, src.Key, rq.bucket, rq.key, err)
 	}
 	setChecksumHeader(rq.w.Header(), info.Checksum)
+	a.setExpiration(rq, info, info.Meta.Tags)
 	if err := a.setCopyVersionHeaders(rq, src, info.VersionID, info.CopySourceVersionID); err != nil {
 		return err
 	}
