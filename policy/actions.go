@@ -119,8 +119,10 @@ var operations = map[string]string{
 
 // actionScopes lists the S3 actions a policy may name (lower case), with
 // the kind of resource each applies to. Besides those of operations it
-// holds the version-specific ones AWS knows, so that documents written for
-// AWS validate; s3gate keeps no versions, so they never match a request.
+// holds the version-specific ones AWS knows: s3api decides a request that
+// names a version (or bypasses a GOVERNANCE retention) under them, and
+// s3:GetObjectVersionTorrent, which no request here asks for, still
+// validates in documents written for AWS.
 var actionScopes = func() map[string]Scope {
 	m := map[string]Scope{"s3:listallmybuckets": ScopeService}
 	object := []string{
