@@ -145,8 +145,12 @@ func (o *Ownership) tryLocked(ctx context.Context) (bool, error) {
 	if err == nil && got {
 		// After the lock, so that a fleet instance registering at the same
 		// moment sees one of the two: this claim there, or its row here.
-		if err = s.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error { return refuseFleet(qctx, conn, o.cfg.Key) }); err != nil {
-			got = false
+		if err = refuseFleet(ctx, s, o.cfg.Key); err != nil {
+			// The claim may still be held if the check failed: closing
+			// the session gives it back whatever happened.
+			h.Release()
+			o.dropLocked()
+			return false, fmt.Errorf("claim ownership: %w", err)
 		}
 	}
 	if err != nil || !got {
@@ -229,23 +233,28 @@ func (o *Ownership) Close() error {
 }
 
 // refuseFleet fails with ErrModeConflict, and gives the claim key back, while
-// fleet instances are registered live on this database.
-func refuseFleet(ctx context.Context, conn *pgx.Conn, key int64) error {
+// fleet instances are registered live on the database of s. A refusal is
+// no loss of the session: its statements succeeded.
+func refuseFleet(ctx context.Context, s *Session, key int64) error {
 	var live int64
-	var exists bool // no registry before the migrations ran: no fleet either
-	err := conn.QueryRow(ctx, `SELECT to_regclass('instances') IS NOT NULL`).Scan(&exists)
-	if err == nil && exists {
-		err = conn.QueryRow(ctx, `SELECT count(*) FROM instances WHERE heartbeat_at + ttl > clock_timestamp()`).Scan(&live)
+	err := s.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error {
+		var exists bool // no registry before the migrations ran: no fleet either
+		if err := conn.QueryRow(qctx, `SELECT to_regclass('instances') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+			return err
+		}
+		return conn.QueryRow(qctx, `SELECT count(*) FROM instances WHERE heartbeat_at + ttl > clock_timestamp()`).Scan(&live)
+	})
+	if err != nil {
+		return fmt.Errorf("look up fleet instances: %w", err)
 	}
-	if err == nil && live == 0 {
+	if live == 0 {
 		return nil
 	}
-	if err == nil {
-		err = fmt.Errorf("%w: %d fleet instance(s) are registered live on this database; run this one with S3GATE_FLEET=true too, or stop them (see s3gate admin instances)", ErrModeConflict, live)
-	} else {
-		err = fmt.Errorf("look up fleet instances: %w", err)
-	}
-	if _, uerr := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); uerr != nil {
+	err = fmt.Errorf("%w: %d fleet instance(s) are registered live on this database; run this one with S3GATE_FLEET=true too, or stop them (see s3gate admin instances)", ErrModeConflict, live)
+	if uerr := s.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(qctx, `SELECT pg_advisory_unlock($1)`, key)
+		return err
+	}); uerr != nil {
 		err = errors.Join(err, fmt.Errorf("give the claim back: %w", uerr))
 	}
 	return err

@@ -95,9 +95,15 @@ func Register(ctx context.Context, cfg RegistryConfig) (*Registry, error) {
 	}
 	// After the row is in, so that a single instance claiming at the same
 	// moment sees one of the two: its claim here, or this row there.
-	if err := r.exec(ctx, func(qctx context.Context, conn *pgx.Conn) error {
-		return refuseClaimed(qctx, conn, cfg.ClaimKey)
-	}); err != nil {
+	var held bool
+	err = r.exec(ctx, func(qctx context.Context, conn *pgx.Conn) (err error) {
+		held, err = claimHeld(qctx, conn, cfg.ClaimKey)
+		return err
+	})
+	if err == nil && held {
+		err = fmt.Errorf("%w: a single-instance gateway holds the writer claim on this database; stop it, or run every instance with S3GATE_FLEET=true", ErrModeConflict)
+	}
+	if err != nil {
 		close(r.done) // no loop runs: Close must not wait for one
 		return nil, errors.Join(fmt.Errorf("register instance: %w", err), r.Close(ctx))
 	}
@@ -110,9 +116,9 @@ func Register(ctx context.Context, cfg RegistryConfig) (*Registry, error) {
 // writes, so each refuses to start beside the other.
 var ErrModeConflict = errors.New("fleet and single-instance gateways on one database")
 
-// refuseClaimed fails with ErrModeConflict while a single-instance gateway
-// holds the writer claim key (0: OwnerLockKey()).
-func refuseClaimed(ctx context.Context, conn *pgx.Conn, key int64) error {
+// claimHeld reports whether a single-instance gateway holds the writer
+// claim key (0: OwnerLockKey()) on this database.
+func claimHeld(ctx context.Context, conn *pgx.Conn, key int64) (bool, error) {
 	if key == 0 {
 		key = OwnerLockKey()
 	}
@@ -124,12 +130,9 @@ func refuseClaimed(ctx context.Context, conn *pgx.Conn, key int64) error {
 		AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1 AND granted)`,
 		key).Scan(&held)
 	if err != nil {
-		return fmt.Errorf("look up the writer claim: %w", err)
+		return false, fmt.Errorf("look up the writer claim: %w", err)
 	}
-	if held {
-		return fmt.Errorf("%w: a single-instance gateway holds the writer claim on this database; stop it, or run every instance with S3GATE_FLEET=true", ErrModeConflict)
-	}
-	return nil
+	return held, nil
 }
 
 // newInstanceID is host:pid and 8 random hex digits: readable in listings,

@@ -224,6 +224,8 @@ func TestModeConflict(t *testing.T) {
 		}
 	})
 	t.Run("fleet first", func(t *testing.T) {
+		// A closed session's locks go when its backend exits, just after.
+		waitUntil(t, "the closed claim's release", func() bool { return !claimHeld() })
 		r, err := register()
 		if err != nil {
 			t.Fatal(err)
