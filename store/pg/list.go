@@ -154,7 +154,7 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		return `SELECT t.key, t.rn FROM (SELECT k.key, row_number() OVER (ORDER BY k.key) AS rn FROM (
 			SELECT o.key FROM ` + t.table + ` o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
 			ORDER BY o.key LIMIT $L) k) t
-			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.rn LIMIT 1`
+			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.key, t.rn LIMIT 1`
 	}
 	query := `WITH RECURSIVE gaps(lo_x, lo_i, take, hit, total) AS (
 		SELECT $2::text COLLATE "C", $3::text COLLATE "C", h.rn, h.key, coalesce(h.rn, $L)
