@@ -149,7 +149,10 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		"$N", fmt.Sprintf("$%d::text", n+3), "$L", fmt.Sprintf("$%d::int", n+4),
 		"$T", fmt.Sprintf("$%d::text", n+5), "$U", fmt.Sprintf("$%d::text", n+6))
 	// hit finds a gap's first row under a common prefix and its position,
-	// reading at most the limit; the rows before it have smaller keys.
+	// reading at most the limit; the rows before it have smaller keys. It
+	// is ordered by key, which the planner sees the window's rows follow,
+	// so the step stops at its hit (rn breaks ties of uploads and versions
+	// of one key); ordered by rn alone, it sorted every row up to the limit.
 	hit := func(loX, loI string) string {
 		return `SELECT t.key, t.rn FROM (SELECT k.key, row_number() OVER (ORDER BY k.key) AS rn FROM (
 			SELECT o.key FROM ` + t.table + ` o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
