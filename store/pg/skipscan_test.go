@@ -105,8 +105,8 @@ func TestSkipScanReadsThePage(t *testing.T) {
 				tail = &protocol.Marker{Key: "d/a", ID: "x"}
 			}
 			q, args := skipScan(c, "skip", tc.t, tail, protocol.ListBatch)
-			// Each of the 51 seeks reads its hit and two rows after it in
-			// each table it lists (153 rows, 306 for versions); a step
+			// Each of the 51 seeks reads its hit and the row after it in
+			// each table it lists (102 rows, 204 for versions); a step
 			// that reads the gap up to the limit reads ~50,000.
 			n := rowsRead(t, v, q, args)
 			t.Logf("%.0f rows read", n)
