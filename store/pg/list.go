@@ -149,12 +149,15 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		"$N", fmt.Sprintf("$%d::text", n+3), "$L", fmt.Sprintf("$%d::int", n+4),
 		"$T", fmt.Sprintf("$%d::text", n+5), "$U", fmt.Sprintf("$%d::text", n+6))
 	// hit finds a gap's first row under a common prefix and its position,
-	// reading at most the limit; the rows before it have smaller keys.
+	// reading at most the limit; the rows before it have smaller keys (the
+	// rank: the uploads or versions of one key share it). It is ordered by
+	// key, which the planner sees the window's rows follow, so the step
+	// stops at its hit; ordered by rn, it sorted every row up to the limit.
 	hit := func(loX, loI string) string {
-		return `SELECT t.key, t.rn FROM (SELECT k.key, row_number() OVER (ORDER BY k.key) AS rn FROM (
+		return `SELECT t.key, t.rn FROM (SELECT k.key, rank() OVER (ORDER BY k.key) AS rn FROM (
 			SELECT o.key FROM ` + t.table + ` o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
 			ORDER BY o.key LIMIT $L) k) t
-			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.rn LIMIT 1`
+			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.key LIMIT 1`
 	}
 	query := `WITH RECURSIVE gaps(lo_x, lo_i, take, hit, total) AS (
 		SELECT $2::text COLLATE "C", $3::text COLLATE "C", h.rn, h.key, coalesce(h.rn, $L)

@@ -1,0 +1,225 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
+)
+
+// fillSkip creates bucket with n objects, n uploads (4 a key) and n delete
+// markers, each spread over the 50 common prefixes "d/pNN/", written as one
+// statement per table: a listing's cost is measured, not the puts'.
+func fillSkip(tb testing.TB, v *env, bucket string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := v.e.CreateBucket(ctx, bucket, ""); err != nil {
+		tb.Fatal(err)
+	}
+	seed, err := v.e.PutObject(ctx, bucket, "seed", strings.NewReader("x"), store.PutOptions{Size: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const key = `format('d/p%s/k%s', lpad((i % 50)::text, 2, '0'), lpad((i / $3)::text, 6, '0'))`
+	for _, q := range []struct {
+		sql string
+		per int // rows a key
+	}{
+		{`INSERT INTO objects (bucket, key, blob_id, size, etag)
+			SELECT $1, ` + key + `, (SELECT blob_id FROM objects WHERE bucket = $1 AND key = 'seed'), 1, $4 FROM generate_series(0, $2 - 1) i`, 1},
+		{`INSERT INTO uploads (upload_id, bucket, key) SELECT $4 || $1 || i, $1, ` + key + ` FROM generate_series(0, $2 - 1) i`, 4},
+		{`INSERT INTO object_versions (bucket, key, version_id, delete_marker)
+			SELECT $1, ` + key + `, $4 || i, true FROM generate_series(0, $2 - 1) i`, 1},
+	} {
+		if _, err := v.e.pool.Exec(ctx, q.sql, bucket, n, q.per, seed.ETag); err != nil {
+			tb.Fatalf("fill %s: %v", bucket, err)
+		}
+	}
+	// Settled as long-lived tables are, not racing autovacuum's first pass.
+	if _, err := v.e.pool.Exec(ctx, `VACUUM ANALYZE objects, uploads, object_versions`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// rowsRead runs query under EXPLAIN ANALYZE and returns how many rows its
+// scans read from the tables and indexes.
+func rowsRead(tb testing.TB, v *env, query string, args []any) float64 {
+	tb.Helper()
+	var out []byte
+	if err := v.e.pool.QueryRow(context.Background(), `EXPLAIN (ANALYZE, FORMAT JSON) `+query, args...).Scan(&out); err != nil {
+		tb.Fatalf("explain: %v", err)
+	}
+	type node struct {
+		Type  string  `json:"Node Type"`
+		Rows  float64 `json:"Actual Rows"`
+		Loops float64 `json:"Actual Loops"`
+		Plans []node  `json:"Plans"`
+	}
+	var plan []struct{ Plan node }
+	if err := json.Unmarshal(out, &plan); err != nil {
+		tb.Fatalf("explain: %v", err)
+	}
+	var sum func(n node) float64
+	sum = func(n node) float64 {
+		r := 0.0
+		if strings.HasSuffix(n.Type, "Scan") && !strings.HasPrefix(n.Type, "CTE") && !strings.HasPrefix(n.Type, "WorkTable") &&
+			!strings.HasPrefix(n.Type, "Subquery") && !strings.HasPrefix(n.Type, "Values") && !strings.HasPrefix(n.Type, "Function") {
+			r = n.Rows * n.Loops
+		}
+		for _, c := range n.Plans {
+			r += sum(c)
+		}
+		return r
+	}
+	return sum(plan[0].Plan)
+}
+
+// TestSkipScanReadsThePage: a delimiter listing over 50 common prefixes
+// reads a few rows a prefix, not the prefixes' keys, for objects, uploads
+// and versions alike, with and without an upload or version marker.
+func TestSkipScanReadsThePage(t *testing.T) {
+	v := newEnv(t, LargePGChunks)
+	fillSkip(t, v, "skip", 10_000)
+	for _, tc := range []struct {
+		name string
+		t    listTable
+		tail bool
+	}{
+		{"objects", objectList, false},
+		{"uploads", uploadList, false},
+		{"uploads-after-marker", uploadList, true},
+		{"versions", versionList, false},
+		{"versions-after-marker", versionList, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := protocol.NewListCursor("d/", "/", "")
+			var tail *protocol.Marker
+			if tc.tail {
+				c = protocol.NewListCursor("d/", "/", "d/a")
+				tail = &protocol.Marker{Key: "d/a", ID: "x"}
+			}
+			q, args := skipScan(c, "skip", tc.t, tail, protocol.ListBatch)
+			// Each of the 51 seeks reads its hit and the row after it in
+			// each table it lists (102 rows, 204 for versions); a step
+			// that reads the gap up to the limit reads ~50,000.
+			n := rowsRead(t, v, q, args)
+			t.Logf("%.0f rows read", n)
+			if n > 400 {
+				t.Errorf("the listing read %.0f rows for 50 common prefixes, want at most 400", n)
+			}
+		})
+	}
+}
+
+// backendCPU returns the CPU seconds that the database's client backends
+// have used, or false if their /proc entries are not readable (a server
+// on another host).
+func backendCPU(b *testing.B, v *env) (float64, bool) {
+	rows, err := v.e.pool.Query(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	total := 0.0
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			b.Fatal(err)
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		// utime and stime, in clock ticks (100 a second on Linux), follow
+		// the parenthesized command name.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		for _, i := range []int{11, 12} {
+			t, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += t / 100
+		}
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return total, true
+}
+
+// looseScan is the raw loose index scan of the common prefixes under d/
+// (prefix and delimiter one byte each): one index seek a prefix.
+const looseScan = `WITH RECURSIVE p(k) AS (
+		SELECT (SELECT key FROM objects WHERE bucket = $1 AND key >= 'd/' AND key < 'd0' ORDER BY key LIMIT 1)
+		UNION ALL
+		SELECT (SELECT key FROM objects WHERE bucket = $1 AND key >= left(p.k, 2 + strpos(substr(p.k, 3), '/') - 1) || '0'
+			AND key < 'd0' ORDER BY key LIMIT 1) FROM p WHERE p.k IS NOT NULL)
+	SELECT left(k, 2 + strpos(substr(k, 3), '/')) FROM p WHERE k IS NOT NULL`
+
+// BenchmarkListSkip measures, in buckets of 10,000 and 100,000 keys in 50
+// common prefixes, the delimiter page, a 50-key page and the raw loose index
+// scan of the same prefixes, with the statements and the PostgreSQL CPU per
+// page.
+func BenchmarkListSkip(b *testing.B) {
+	v := newEnv(b, LargePGChunks)
+	ctx := context.Background()
+	for _, n := range []int{10_000, 100_000} {
+		bucket := fmt.Sprintf("skip%d", n)
+		fillSkip(b, v, bucket, n)
+		c := countStatements(b, v)
+		for _, tc := range []struct {
+			name     string
+			prefixes int
+			run      func() (int, error)
+		}{
+			{"delimiter-50-prefixes", 50, func() (int, error) {
+				res, err := v.e.ListObjects(ctx, bucket, store.ListParams{Prefix: "d/", Delimiter: "/"})
+				return len(res.CommonPrefixes), err
+			}},
+			{"page-50", 0, func() (int, error) {
+				res, err := v.e.ListObjects(ctx, bucket, store.ListParams{Prefix: "d/", MaxKeys: 50})
+				if len(res.Objects) != 50 {
+					err = fmt.Errorf("%d objects, want 50", len(res.Objects))
+				}
+				return len(res.CommonPrefixes), err
+			}},
+			{"loose-index-scan", 50, func() (int, error) {
+				rows, err := v.e.pool.Query(ctx, looseScan, bucket)
+				if err != nil {
+					return 0, err
+				}
+				k := 0
+				for rows.Next() {
+					k++
+				}
+				rows.Close()
+				return k, rows.Err()
+			}},
+		} {
+			b.Run(fmt.Sprintf("%s/keys=%d", tc.name, n), func(b *testing.B) {
+				if _, err := tc.run(); err != nil { // every pool connection open and warm
+					b.Fatal(err)
+				}
+				stmts := c.n.Load()
+				cpu, cpuOK := backendCPU(b, v)
+				for b.Loop() {
+					if k, err := tc.run(); err != nil || k != tc.prefixes {
+						b.Fatalf("%d common prefixes, want %d (%v)", k, tc.prefixes, err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(c.n.Load()-stmts)/float64(b.N), "stmts/op")
+				if after, ok := backendCPU(b, v); ok && cpuOK {
+					b.ReportMetric((after-cpu)*1000/float64(b.N), "pg-cpu-ms/op")
+				}
+			})
+		}
+	}
+}
