@@ -390,9 +390,20 @@ func (c *createOpts) check() error {
 	return nil
 }
 
-// openStore opens the metadata engine that serve would use, for key
-// operations only.
-func openStore(ctx context.Context, cfg config.Config) (store.KeyStore, func(), error) {
+// adminEngine is what the admin commands read and change in the metadata engine
+// serve would use.
+type adminEngine interface {
+	store.KeyStore
+	HeadBucket(ctx context.Context, name string) (store.Bucket, error)
+	store.BucketConfigStore
+	store.UsageStore
+}
+
+// openStore opens the metadata engine that serve would use, beside a
+// running gateway: on the embedded default without its content side, on
+// PostgreSQL without media (pgchunks needs none, so the command never
+// touches the data directory).
+func openStore(ctx context.Context, cfg config.Config) (adminEngine, func(), error) {
 	if cfg.DatabaseURL == "" {
 		e, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, Region: cfg.Region, KeysOnly: true})
 		if err != nil {
@@ -400,8 +411,6 @@ func openStore(ctx context.Context, cfg config.Config) (store.KeyStore, func(), 
 		}
 		return e, func() { _ = e.Close() }, nil // nothing is pending once the command is done
 	}
-	// The large engine is irrelevant to key operations; pgchunks needs no
-	// media, so the command never touches the data directory.
 	e, err := pg.Open(ctx, pg.Config{DatabaseURL: cfg.DatabaseURL, Large: pg.LargePGChunks, Region: cfg.Region})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open database (%sDATABASE_URL): %w", config.Prefix, err)

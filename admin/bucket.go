@@ -10,12 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/lifecycle"
 	"github.com/s3gate/s3gate/store"
-	"github.com/s3gate/s3gate/store/embedded"
-	"github.com/s3gate/s3gate/store/pg"
 	"github.com/s3gate/s3gate/store/protocol"
 )
 
@@ -47,13 +44,6 @@ type LifecycleRule struct {
 	Status string `json:"status"`
 }
 
-// bucketEngine is what the command reads.
-type bucketEngine interface {
-	HeadBucket(ctx context.Context, name string) (store.Bucket, error)
-	store.BucketConfigStore
-	store.UsageStore
-}
-
 // bucket runs `s3gate admin bucket info`.
 func bucket(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) || slices.ContainsFunc(args, isHelpFlag) {
@@ -82,7 +72,7 @@ func bucket(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	if done {
 		return code
 	}
-	e, closeFn, err := openBucketEngine(ctx, cfg)
+	e, closeFn, err := openStore(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "s3gate admin bucket info: %v\n", err)
 		return exitFail
@@ -105,25 +95,8 @@ func bucket(ctx context.Context, args, environ []string, stdout, stderr io.Write
 	return exitOK
 }
 
-// openBucketEngine opens the metadata engine for reading (on the embedded
-// default beside a running gateway, as key commands do).
-func openBucketEngine(ctx context.Context, cfg config.Config) (bucketEngine, func(), error) {
-	if cfg.DatabaseURL == "" {
-		e, err := embedded.Open(ctx, embedded.Config{Dir: cfg.DataDir, Region: cfg.Region, KeysOnly: true})
-		if err != nil {
-			return nil, nil, fmt.Errorf("open embedded store in %sDATA_DIR: %w", config.Prefix, err)
-		}
-		return e, func() { _ = e.Close() }, nil
-	}
-	e, err := pg.Open(ctx, pg.Config{DatabaseURL: cfg.DatabaseURL, Large: pg.LargePGChunks, Region: cfg.Region})
-	if err != nil {
-		return nil, nil, fmt.Errorf("open database (%sDATABASE_URL): %w", config.Prefix, err)
-	}
-	return e, e.Close, nil
-}
-
 // bucketInfo reads the bucket, its configuration documents and its usage.
-func bucketInfo(ctx context.Context, e bucketEngine, name string) (BucketInfo, error) {
+func bucketInfo(ctx context.Context, e adminEngine, name string) (BucketInfo, error) {
 	b, err := e.HeadBucket(ctx, name)
 	if err != nil {
 		return BucketInfo{}, err

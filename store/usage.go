@@ -23,3 +23,14 @@ type UsageStore interface {
 	// ErrNoSuchBucket.
 	BucketUsage(ctx context.Context, bucket string) ([]BucketUsage, error)
 }
+
+// LogicalBytesOf is the sum of the sizes of every version in us (current and
+// noncurrent; delete markers have none): BlobStats.LogicalBytes, derived from
+// the per-bucket counts rather than scanned again.
+func LogicalBytesOf(us []BucketUsage) int64 {
+	var n int64
+	for _, u := range us {
+		n += u.ObjectBytes + u.NoncurrentBytes
+	}
+	return n
+}

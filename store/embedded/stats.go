@@ -57,17 +57,17 @@ func (e *Engine) BlobStats(ctx context.Context) (store.BlobStats, error) {
 		return store.BlobStats{}, fmt.Errorf("embedded: blobs by tier: %w", mapErr(err))
 	}
 	if err := tx.QueryRowContext(ctx, `SELECT
-		(SELECT coalesce(sum(size), 0) FROM objects) + (SELECT coalesce(sum(size), 0) FROM object_versions),
 		(SELECT coalesce(sum(b.size), 0) FROM blobs b
 		  WHERE EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
 		     OR EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
 		     OR EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
 		     OR EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id))`,
-	).Scan(&st.LogicalBytes, &st.ReferencedBytes); err != nil {
+	).Scan(&st.ReferencedBytes); err != nil {
 		return store.BlobStats{}, fmt.Errorf("embedded: object bytes: %w", mapErr(err))
 	}
 	if st.Buckets, err = bucketUsage(ctx, tx, ""); err != nil {
 		return store.BlobStats{}, fmt.Errorf("embedded: bucket usage: %w", err)
 	}
+	st.LogicalBytes = store.LogicalBytesOf(st.Buckets)
 	return st, nil
 }

@@ -57,18 +57,18 @@ func (e *Engine) BlobStats(ctx context.Context) (st store.BlobStats, err error) 
 			return fmt.Errorf("blobs by tier: %w", err)
 		}
 		if err := tx.QueryRow(ctx, `SELECT
-			((SELECT coalesce(sum(size), 0) FROM objects) + (SELECT coalesce(sum(size), 0) FROM object_versions))::bigint,
 			(SELECT coalesce(sum(b.size), 0) FROM blobs b
 			  WHERE EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
 			     OR EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
 			     OR EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
 			     OR EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id))::bigint`,
-		).Scan(&st.LogicalBytes, &st.ReferencedBytes); err != nil {
+		).Scan(&st.ReferencedBytes); err != nil {
 			return fmt.Errorf("object bytes: %w", err)
 		}
 		if st.Buckets, err = bucketUsage(ctx, tx, ""); err != nil {
 			return fmt.Errorf("bucket usage: %w", err)
 		}
+		st.LogicalBytes = store.LogicalBytesOf(st.Buckets)
 		return nil
 	})
 	if err != nil {

@@ -53,5 +53,8 @@ func testBucketUsage(t *testing.T, v *Env) {
 		if err != nil || !slices.Equal(st.Buckets, want) {
 			t.Fatalf("BlobStats buckets: %+v, %v; want %+v", st.Buckets, err, want)
 		}
+		if st.LogicalBytes != 16 { // every version's bytes: 10 current, 6 noncurrent
+			t.Fatalf("BlobStats logical bytes %d, want 16", st.LogicalBytes)
+		}
 	}
 }
