@@ -13,6 +13,7 @@ import (
 
 	"github.com/s3gate/s3gate/fleet/lease"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/pg"
 )
 
 const raceWorkers = 4
@@ -128,6 +129,43 @@ func TestRacePutsDeletesSweeps(t *testing.T) {
 			v.settle(t)
 			v.assertNoOrphans(t)
 			verify("after GC settled")
+		})
+	}
+}
+
+// TestRaceIdenticalPutsSweeps: every worker puts the same small content
+// (one blob row for all) under its own key and deletes it again, so that
+// the blob is unreferenced most of the time, while sweeps with no grace
+// delete it whenever it is. A put that dedups against the row must hold it
+// (FOR KEY SHARE, ADR 006) from its lookup to COMMIT: no put may fail and
+// every acknowledged object reads back. The content is inline, the same on
+// every PostgreSQL large engine, so one of them runs it.
+func TestRaceIdenticalPutsSweeps(t *testing.T) {
+	n := iterations(t)
+	for _, mode := range []string{pg.LargePGChunks, embeddedMode} {
+		t.Run(mode, func(t *testing.T) {
+			v := newEnv(t, mode)
+			ctx := context.Background()
+			data := content(1) // 300 bytes: inline
+			_, total := v.raceSweeps(t, 7, n/raceWorkers, func(w, _ int, _ *rand.Rand, _ map[string][]byte) error {
+				key := fmt.Sprintf("w%d", w)
+				if err := v.put(ctx, key, data); err != nil {
+					return fmt.Errorf("put %s: %w", key, err)
+				}
+				if err := v.check(ctx, key, data); err != nil {
+					return fmt.Errorf("during the race: %w", err)
+				}
+				if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
+					return fmt.Errorf("delete %s: %w", key, err)
+				}
+				return nil
+			})
+			t.Logf("%d puts, swept %+v", n, total)
+			if total.BlobsDeleted == 0 {
+				t.Error("no sweep deleted the blob: the race did not happen")
+			}
+			v.settle(t)
+			v.assertNoOrphans(t)
 		})
 	}
 }

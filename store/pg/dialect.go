@@ -54,12 +54,18 @@ type txn struct {
 	write bool // a write transaction: resolved rows are locked FOR SHARE
 	// afterPinRows is the engine's test hook (Engine.afterPinRows).
 	afterPinRows func(pgx.Tx) error
+	// pre holds the statements a pipelined write sent early and the ones
+	// it defers to COMMIT (nil: none; pipeline.go).
+	pre *prefetch
 }
 
 // pgxTx is the transaction of a protocol.Tx of this engine, for the content
 // engines' statements inside the joint transaction.
 func pgxTx(t protocol.Tx) (pgx.Tx, error) {
 	if t, ok := t.(*txn); ok && t.tx != nil {
+		if t.pre.pending() {
+			return nil, errors.New("pg: content statements after a deferred statement")
+		}
 		return t.tx, nil
 	}
 	return nil, fmt.Errorf("pg: content needs a transaction of this engine, got %T", t)
@@ -84,10 +90,26 @@ func (t *txn) BlobExists(ctx context.Context, id int64) (bool, error) {
 	return exists, nil
 }
 
-// UpsertBlob inserts the blob row, or finds and locks the existing row with
-// the same sha256 (the no-op update takes the row lock, which orders us
-// against a GC deleting that blob).
-func (t *txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, error) {
+// The two statements of UpsertBlob. The insert does nothing on a conflict
+// (no new row version, no row lock held to COMMIT: writers of identical
+// content do not queue on the row); the lookup is a separate statement, so
+// that in READ COMMITTED it takes a new snapshot and sees a row committed
+// after the insert's, and it takes FOR KEY SHARE, which conflicts with GC's
+// DELETE (ADR 006): the row it returns cannot be deleted before this
+// transaction ends. No row (GC deleted it in between) means insert again.
+const (
+	insertBlobSQL = `INSERT INTO blobs (id, sha256, size, tier, inline_data, lo_oid)
+		VALUES (coalesce($1::bigint, nextval('blob_ids')), $2, $3, $4, $5, $6)
+		ON CONFLICT (sha256) DO NOTHING RETURNING id`
+	lockBlobSQL = `SELECT id FROM blobs WHERE sha256 = $1 FOR KEY SHARE`
+)
+
+// maxBlobAttempts bounds the inserts of one UpsertBlob: each retry follows a
+// GC that deleted the row between the insert and the lookup.
+const maxBlobAttempts = 5
+
+// blobArgs are insertBlobSQL's arguments.
+func blobArgs(b protocol.Blob) []any {
 	inline := b.Inline
 	if b.Tier == store.TierInline && inline == nil {
 		inline = []byte{} // the CHECK wants non-NULL inline data for the inline tier
@@ -96,38 +118,92 @@ func (t *txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, err
 	if b.ID != 0 {
 		id = &b.ID
 	}
-	var got int64
-	var inserted bool
-	err := t.q.QueryRow(ctx, `INSERT INTO blobs (id, sha256, size, tier, inline_data, lo_oid)
-		VALUES (coalesce($1::bigint, nextval('blob_ids')), $2, $3, $4, $5, $6)
-		ON CONFLICT (sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
-		RETURNING id, (xmax = 0)`, id, b.Digests.SHA256[:], b.Digests.Size, b.Tier, inline, b.LargeObject).Scan(&got, &inserted)
-	if err != nil {
-		return 0, false, fmt.Errorf("upsert blob: %w", mapErr(err))
+	return []any{id, b.Digests.SHA256[:], b.Digests.Size, b.Tier, inline, b.LargeObject}
+}
+
+// blobResult is what UpsertBlob's statements answered: the insert's (insErr
+// pgx.ErrNoRows: it inserted nothing) and the lookup's.
+type blobResult struct {
+	insID, lockID   int64
+	insErr, lockErr error
+}
+
+// decide returns UpsertBlob's answer; retry says the row was gone.
+func (r blobResult) decide() (id int64, inserted, retry bool, err error) {
+	switch {
+	case r.insErr == nil:
+		return r.insID, true, false, nil
+	case !errors.Is(r.insErr, pgx.ErrNoRows):
+		return 0, false, false, fmt.Errorf("insert blob: %w", mapErr(r.insErr))
+	case errors.Is(r.lockErr, pgx.ErrNoRows):
+		return 0, false, true, nil
+	case r.lockErr != nil:
+		return 0, false, false, fmt.Errorf("lock blob: %w", mapErr(r.lockErr))
 	}
-	return got, inserted, nil
+	return r.lockID, false, false, nil
+}
+
+// UpsertBlob inserts the blob row, or finds the existing row with the same
+// sha256 and locks it FOR KEY SHARE, which orders us against a GC deleting
+// that blob (ADR 006).
+func (t *txn) UpsertBlob(ctx context.Context, b protocol.Blob) (int64, bool, error) {
+	r, sent, err := t.pre.takeBlob(b)
+	if err != nil {
+		return 0, false, err
+	}
+	for attempt := 1; attempt <= maxBlobAttempts; attempt++ {
+		if !sent {
+			r = blobResult{}
+			r.insErr = t.q.QueryRow(ctx, insertBlobSQL, blobArgs(b)...).Scan(&r.insID)
+			if errors.Is(r.insErr, pgx.ErrNoRows) {
+				r.lockErr = t.q.QueryRow(ctx, lockBlobSQL, b.Digests.SHA256[:]).Scan(&r.lockID)
+			}
+		}
+		sent = false
+		id, inserted, retry, err := r.decide()
+		if !retry {
+			return id, inserted, err
+		}
+	}
+	return 0, false, fmt.Errorf("upsert blob: deleted by GC between insert and lookup %d times", maxBlobAttempts)
+}
+
+// currentSQL is CurrentObject's statement; it also reads the clock, which a
+// pipelined write takes as the new row's last-modified time (pipeline.go).
+const currentSQL = `WITH cur AS (
+		SELECT etag, part_count, version_id, last_modified FROM objects WHERE bucket = $1 AND key = $2 FOR UPDATE)
+	SELECT clock_timestamp(), coalesce((SELECT value FROM bucket_configs WHERE bucket = $1 AND name = $3), ''),
+		cur.etag, cur.part_count, cur.version_id, cur.last_modified
+	FROM (VALUES (1)) one LEFT JOIN cur ON true`
+
+func currentArgs(bucket, key string) []any {
+	return []any{bucket, key, store.BucketConfigVersioning}
+}
+
+// scanCurrent reads currentSQL's row.
+func scanCurrent(row pgx.Row) (protocol.Current, time.Time, error) {
+	var c protocol.Current
+	var now time.Time
+	var etag, versionID *string
+	var parts *int
+	var lm *time.Time
+	if err := row.Scan(&now, &c.Versioning, &etag, &parts, &versionID, &lm); err != nil {
+		return protocol.Current{}, time.Time{}, fmt.Errorf("read current object: %w", mapErr(err))
+	}
+	if etag != nil {
+		c.Exists, c.ETag, c.PartCount, c.VersionID, c.LastModified = true, *etag, *parts, *versionID, *lm
+	}
+	return c, now, nil
 }
 
 // CurrentObject implements protocol.Tx: one statement locks the row and
 // reads the bucket's versioning state.
 func (t *txn) CurrentObject(ctx context.Context, bucket, key string) (protocol.Current, error) {
-	var c protocol.Current
-	var etag, versionID *string
-	var parts *int
-	var lm *time.Time
-	err := t.q.QueryRow(ctx, `WITH cur AS (
-			SELECT etag, part_count, version_id, last_modified FROM objects WHERE bucket = $1 AND key = $2 FOR UPDATE)
-		SELECT coalesce((SELECT value FROM bucket_configs WHERE bucket = $1 AND name = $3), ''),
-			cur.etag, cur.part_count, cur.version_id, cur.last_modified
-		FROM (VALUES (1)) one LEFT JOIN cur ON true`, bucket, key, store.BucketConfigVersioning).Scan(
-		&c.Versioning, &etag, &parts, &versionID, &lm)
-	if err != nil {
-		return protocol.Current{}, fmt.Errorf("read current object: %w", mapErr(err))
+	if c, ok, err := t.pre.takeCurrent(bucket, key); ok || err != nil {
+		return c, err
 	}
-	if etag != nil {
-		c.Exists, c.ETag, c.PartCount, c.VersionID, c.LastModified = true, *etag, *parts, *versionID, *lm
-	}
-	return c, nil
+	c, _, err := scanCurrent(t.q.QueryRow(ctx, currentSQL, currentArgs(bucket, key)...))
+	return c, err
 }
 
 func (t *txn) DropManifest(ctx context.Context, bucket, key string) error {
@@ -137,20 +213,34 @@ func (t *txn) DropManifest(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
+// putObjectSQL writes the object row; last_modified is $10, or the clock
+// when $10 is NULL.
+const putObjectSQL = `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($10::timestamptz, clock_timestamp()), $9)
+	ON CONFLICT (bucket, key) DO UPDATE SET blob_id = EXCLUDED.blob_id, size = EXCLUDED.size,
+		etag = EXCLUDED.etag, meta = EXCLUDED.meta, checksum = EXCLUDED.checksum,
+		part_count = EXCLUDED.part_count, last_modified = EXCLUDED.last_modified, version_id = EXCLUDED.version_id
+	RETURNING last_modified`
+
+func putObjectArgs(o protocol.ObjectRow, lm *time.Time) []any {
+	return []any{o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, o.Meta, checksumArg(o.Checksum), o.PartCount, o.VersionID, lm}
+}
+
+// objectRowErr maps a failure of putObjectSQL.
+func objectRowErr(err error) error {
+	if isFKViolation(err, "objects_bucket_fkey") {
+		return store.ErrNoSuchBucket
+	}
+	return fmt.Errorf("write object row: %w", mapErr(err))
+}
+
 func (t *txn) PutObjectRow(ctx context.Context, o protocol.ObjectRow) (time.Time, error) {
+	if lm, ok := t.pre.deferObjectRow(o); ok {
+		return lm, nil
+	}
 	var lm time.Time
-	err := t.q.QueryRow(ctx, `INSERT INTO objects (bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), $9)
-		ON CONFLICT (bucket, key) DO UPDATE SET blob_id = EXCLUDED.blob_id, size = EXCLUDED.size,
-			etag = EXCLUDED.etag, meta = EXCLUDED.meta, checksum = EXCLUDED.checksum,
-			part_count = EXCLUDED.part_count, last_modified = EXCLUDED.last_modified, version_id = EXCLUDED.version_id
-		RETURNING last_modified`,
-		o.Bucket, o.Key, o.BlobID, o.Size, o.ETag, o.Meta, checksumArg(o.Checksum), o.PartCount, o.VersionID).Scan(&lm)
-	if err != nil {
-		if isFKViolation(err, "objects_bucket_fkey") {
-			return time.Time{}, store.ErrNoSuchBucket
-		}
-		return time.Time{}, fmt.Errorf("write object row: %w", mapErr(err))
+	if err := t.q.QueryRow(ctx, putObjectSQL, putObjectArgs(o, nil)...).Scan(&lm); err != nil {
+		return time.Time{}, objectRowErr(err)
 	}
 	return lm, nil
 }

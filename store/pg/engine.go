@@ -251,7 +251,7 @@ func uploadLockKey(uploadID string) int64    { return fleet.UploadLockKey(upload
 // fixed order avoids deadlocks between transactions taking several). They are
 // released by COMMIT or ROLLBACK, never leaked to the next pool borrower.
 func lockXact(ctx context.Context, tx pgx.Tx, keys ...int64) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, keys); err != nil {
+	if _, err := tx.Exec(ctx, lockSQL, keys); err != nil {
 		return fmt.Errorf("advisory lock: %w", err)
 	}
 	return nil

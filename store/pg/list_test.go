@@ -11,15 +11,29 @@ import (
 	"github.com/s3gate/s3gate/store/storetest"
 )
 
-// statementCounter counts the statements a pool sends.
-type statementCounter struct{ n atomic.Int64 }
+// statementCounter counts the statements a pool sends (n), alone or in
+// batches, and its round trips (a statement alone or a batch; the prepares
+// pgx sends before a batch's first use on a connection are not counted).
+type statementCounter struct{ n, trips atomic.Int64 }
 
 func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	s.n.Add(1)
+	s.trips.Add(1)
 	return ctx
 }
 
 func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.trips.Add(1)
+	return ctx
+}
+
+func (s *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	s.n.Add(1)
+}
+
+func (s *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // countStatements moves the engine to a pool that counts its statements.
 func countStatements(tb testing.TB, v *env) *statementCounter {

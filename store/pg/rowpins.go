@@ -67,7 +67,7 @@ func (t *txn) PinRows(ctx context.Context, ids []int64, owner string, ttl time.D
 	if t.tx == nil {
 		return errors.New("pin rows: needs a transaction")
 	}
-	if err := pinRows(ctx, t.tx, ids, owner, ttl); err != nil {
+	if err := pinRows(ctx, t.q, ids, owner, ttl); err != nil {
 		return err
 	}
 	if t.afterPinRows != nil {
@@ -142,7 +142,7 @@ func pinErr(err error) error {
 func (t *txn) PromoteBlob(ctx context.Context, id int64, d store.Digests) (int64, bool, error) {
 	for attempt := 1; ; attempt++ {
 		var got int64
-		err := t.q.QueryRow(ctx, `SELECT id FROM blobs WHERE sha256 = $1 FOR UPDATE`, d.SHA256[:]).Scan(&got)
+		err := t.q.QueryRow(ctx, lockBlobSQL, d.SHA256[:]).Scan(&got)
 		if err == nil {
 			return got, false, nil
 		}

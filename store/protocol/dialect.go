@@ -30,6 +30,24 @@ type Dialect interface {
 	OpenContent(ctx context.Context, b BlobLoc, off, n int64) (io.ReadCloser, error)
 }
 
+// Prefetch names the statements a write's fn runs first, in this order:
+// UpsertBlob(*Blob), then CurrentObject(Bucket, Key).
+type Prefetch struct {
+	Blob        *Blob
+	Bucket, Key string
+}
+
+// Prefetcher is a Dialect that can send a write's first statements with its
+// BEGIN and locks, in one round trip (ADR 002, amendment of issue 16).
+// WritePrefetched is Write whose fn calls the statements p names first, in
+// their order; the dialect may answer them from statements sent early, and
+// may send a later statement whose result it can give in advance (the
+// object row of p's key) with COMMIT: that statement's failure is then the
+// Write's error, a known rollback, not a *CommitError. It decides no step.
+type Prefetcher interface {
+	WritePrefetched(ctx context.Context, keys []int64, p Prefetch, fn func(tx Tx) error) error
+}
+
 // Tx is the statements the protocol runs, inside a transaction of the
 // dialect or in autocommit. Errors name their step; a foreign key that fails
 // because the bucket or the upload is gone is store.ErrNoSuchBucket or

@@ -94,11 +94,9 @@ type publishFunc func(ctx context.Context, tx Tx, blobID int64, d store.Digests)
 
 // PutObject implements store.ObjectStore.
 func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reader, opts store.PutOptions) (store.ObjectInfo, error) {
-	if err := s.dialect.Autocommit().BucketExists(ctx, bucket); err != nil {
-		return store.ObjectInfo{}, fmt.Errorf("put %s/%s: %w", bucket, key, err)
-	}
 	info := store.ObjectInfo{Bucket: bucket, Key: key, Meta: opts.Meta}
-	err := s.stagedPut(ctx, body, opts, []int64{fleet.ObjectLockKey(bucket, key)}, func(ctx context.Context, tx Tx, id int64, d store.Digests) error {
+	obj := &Prefetch{Bucket: bucket, Key: key}
+	err := s.stagedPut(ctx, body, opts, []int64{fleet.ObjectLockKey(bucket, key)}, obj, func(ctx context.Context, tx Tx, id int64, d store.Digests) error {
 		info.Size = d.Size
 		info.ETag = hex.EncodeToString(d.MD5[:])
 		info.Checksum = d.Checksum
@@ -126,7 +124,7 @@ func (s *Store) UploadPart(ctx context.Context, bucket, key, uploadID string, pa
 		return store.PartInfo{}, fmt.Errorf("upload part %d of %q: %w", partNumber, uploadID, err)
 	}
 	pi := store.PartInfo{Number: partNumber}
-	err = s.stagedPut(ctx, body, opts, []int64{fleet.UploadLockKey(uploadID)}, func(ctx context.Context, tx Tx, id int64, d store.Digests) error {
+	err = s.stagedPut(ctx, body, opts, []int64{fleet.UploadLockKey(uploadID)}, nil, func(ctx context.Context, tx Tx, id int64, d store.Digests) error {
 		pi.Size = d.Size
 		pi.ETag = hex.EncodeToString(d.MD5[:])
 		pi.Checksum = d.Checksum
@@ -171,6 +169,13 @@ func (c Current) demotes() bool {
 // writeOver is WriteObject over the current row cur, read in tx.
 func writeOver(ctx context.Context, tx Tx, cur Current, o ObjectRow, opts store.PutOptions) (Written, error) {
 	if err := CheckWriteConditions(opts, cur.Exists, cur.ETag); err != nil {
+		if !cur.Exists {
+			// A small put checks no bucket before (the object row's foreign
+			// key does): a missing bucket answers before the condition.
+			if berr := tx.BucketExists(ctx, o.Bucket); berr != nil {
+				return Written{}, berr
+			}
+		}
 		return Written{}, err
 	}
 	var w Written
@@ -217,22 +222,39 @@ func writeOver(ctx context.Context, tx Tx, cur Current, o ObjectRow, opts store.
 // in one short joint transaction under the locks of keys. A bad digest, a
 // failing body or any error after BEGIN leaves nothing: no rows, no staged
 // content, no file.
-func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOptions, keys []int64, publish publishFunc) error {
+//
+// obj, if set, is the object whose row publish writes with WriteObject: its
+// bucket is checked before large content is staged (small content needs no
+// check: the object row's foreign key answers NoSuchBucket), and a dialect
+// that can (Prefetcher) sends the small put's first statements with BEGIN.
+func (s *Store) stagedPut(ctx context.Context, r io.Reader, opts store.PutOptions, keys []int64, obj *Prefetch, publish publishFunc) error {
 	body := store.NewBody(r, opts)
 	head, fits, err := store.ReadKnee(body, s.inlineMax)
 	if err != nil {
 		return fmt.Errorf("read body: %w", err)
 	}
 	if !fits {
+		if obj != nil {
+			if err := s.dialect.Autocommit().BucketExists(ctx, obj.Bucket); err != nil {
+				return err
+			}
+		}
 		return s.stagedPutLarge(ctx, body, io.MultiReader(bytes.NewReader(head), body), keys, publish)
 	}
 	d, err := body.Finish()
 	if err != nil {
 		return err
 	}
+	blob := Blob{Digests: d, Tier: store.TierInline, Inline: head}
+	write := s.dialect.Write
+	if p, ok := s.dialect.(Prefetcher); ok && obj != nil {
+		write = func(ctx context.Context, keys []int64, fn func(Tx) error) error {
+			return p.WritePrefetched(ctx, keys, Prefetch{Blob: &blob, Bucket: obj.Bucket, Key: obj.Key}, fn)
+		}
+	}
 	jp := s.jointPins()
-	err = s.dialect.Write(ctx, keys, func(tx Tx) error {
-		id, _, err := tx.UpsertBlob(ctx, Blob{Digests: d, Tier: store.TierInline, Inline: head})
+	err = write(ctx, keys, func(tx Tx) error {
+		id, _, err := tx.UpsertBlob(ctx, blob)
 		if err != nil {
 			return err
 		}

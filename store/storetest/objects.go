@@ -64,6 +64,12 @@ func testBuckets(t *testing.T, v *Env) {
 		if _, err := s.PutObject(ctx, bucket, "k", bytes.NewReader(nil), store.PutOptions{Size: 0}); !errors.Is(err, store.ErrNoSuchBucket) {
 			t.Errorf("put into deleted bucket: %v", err)
 		}
+		// A conditional put answers for the bucket, not for its condition.
+		for _, o := range []store.PutOptions{{IfNoneMatch: "*"}, {IfMatch: `"x"`}, {IfNoneMatch: "x"}} {
+			if _, err := s.PutObject(ctx, bucket, "k", bytes.NewReader([]byte("c")), store.PutOptions{Size: 1, IfMatch: o.IfMatch, IfNoneMatch: o.IfNoneMatch}); !errors.Is(err, store.ErrNoSuchBucket) {
+				t.Errorf("put into deleted bucket with If-Match %q, If-None-Match %q: %v", o.IfMatch, o.IfNoneMatch, err)
+			}
+		}
 		if _, _, _, err := s.GetObject(ctx, bucket, "k", store.GetOptions{}, false); !errors.Is(err, store.ErrNoSuchBucket) {
 			t.Errorf("get from deleted bucket: %v", err)
 		}
