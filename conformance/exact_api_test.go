@@ -358,6 +358,18 @@ func eaNoSuchBucketFirst(t *testing.T, cl *s3.Client) {
 			_, err := cl.ListParts(ctx, &s3.ListPartsInput{Bucket: gone, Key: aws.String("k"), UploadId: id})
 			return err
 		}},
+		{"PutObject", func() error {
+			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: gone, Key: aws.String("k"), Body: strings.NewReader("x")})
+			return err
+		}},
+		{"PutObject If-None-Match", func() error {
+			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: gone, Key: aws.String("k"), Body: strings.NewReader("x"), IfNoneMatch: aws.String("*")})
+			return err
+		}},
+		{"PutObject If-Match", func() error {
+			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: gone, Key: aws.String("k"), Body: strings.NewReader("x"), IfMatch: aws.String(`"x"`)})
+			return err
+		}},
 		{"GetObjectAttributes", func() error {
 			_, err := cl.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: gone, Key: aws.String("k"), ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag}})
 			return err
