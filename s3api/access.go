@@ -123,7 +123,7 @@ func (ac *access) authorize(rq *request) error {
 		}
 		g.id = id
 		if id.Policy != "" {
-			if g.idPolicy, err = ac.docs.parse(id.Policy, iam.Identity, ""); err != nil {
+			if g.idPolicy, err = parsePolicy(&ac.docs, id.Policy, iam.Identity, ""); err != nil {
 				return fmt.Errorf("%w: key %q has an invalid policy: %w", ErrAccessDenied, rq.accessKey, err)
 			}
 		}
@@ -182,7 +182,7 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 			return false, fmt.Errorf("bucket configuration of %q: %w", rq.bucket, err)
 		}
 		if doc := cfgs[store.BucketConfigPolicy]; doc != "" {
-			if g.bucket, err = ac.docs.parse(doc, iam.Bucket, rq.bucket); err != nil {
+			if g.bucket, err = parsePolicy(&ac.docs, doc, iam.Bucket, rq.bucket); err != nil {
 				return false, fmt.Errorf("bucket policy of %q: %w", rq.bucket, err)
 			}
 		}
@@ -494,12 +494,8 @@ func authKind(r *http.Request) (authType, sigVersion string) {
 
 // docCache keeps parsed policy documents by their text (key and bucket
 // policies are read on every request; parsing each time would cost more
-// than the read). It is dropped whole when it grows past maxDocs, which only
-// churn of many changed documents reaches.
-type docCache struct {
-	mu   sync.Mutex
-	docs map[docKey]*iam.Policy
-}
+// than the read).
+type docCache = textCache[docKey, *iam.Policy]
 
 type docKey struct {
 	kind   iam.Kind
@@ -507,25 +503,39 @@ type docKey struct {
 	text   string
 }
 
+func parsePolicy(c *docCache, text string, kind iam.Kind, bucket string) (*iam.Policy, error) {
+	return c.get(docKey{kind, bucket, text}, func() (*iam.Policy, error) { return iam.Parse([]byte(text), kind, bucket) })
+}
+
+// textCache keeps what was parsed of stored documents, keyed by what
+// determines it (the document's text included), so a changed document is a
+// new key and never answered from an older parse. It is dropped whole when
+// it grows past maxDocs, which only churn of many changed documents
+// reaches. Cached values are shared: nothing may modify them.
+type textCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
 const maxDocs = 1024
 
-func (c *docCache) parse(text string, kind iam.Kind, bucket string) (*iam.Policy, error) {
-	k := docKey{kind, bucket, text}
+// get returns the value cached for k, or parse's, cached if it succeeded.
+func (c *textCache[K, V]) get(k K, parse func() (V, error)) (V, error) {
 	c.mu.Lock()
-	p, ok := c.docs[k]
+	v, ok := c.m[k]
 	c.mu.Unlock()
 	if ok {
-		return p, nil
+		return v, nil
 	}
-	p, err := iam.Parse([]byte(text), kind, bucket)
+	v, err := parse()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	c.mu.Lock()
-	if c.docs == nil || len(c.docs) >= maxDocs {
-		c.docs = map[docKey]*iam.Policy{}
+	if c.m == nil || len(c.m) >= maxDocs {
+		c.m = map[K]V{}
 	}
-	c.docs[k] = p
+	c.m[k] = v
 	c.mu.Unlock()
-	return p, nil
+	return v, nil
 }

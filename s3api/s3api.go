@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/lifecycle"
 	"github.com/s3gate/s3gate/store"
 )
 
@@ -99,6 +100,9 @@ type api struct {
 	bufs  sync.Pool
 	// access evaluates policies (nil: Config.Authorizer decides).
 	access *access
+	// lifecycles are the decoded lifecycle documents, by their text (for
+	// x-amz-expiration on every GET, HEAD and PUT of a bucket with rules).
+	lifecycles textCache[string, *lifecycle.Configuration]
 }
 
 // New returns the S3 API handler.
