@@ -131,10 +131,12 @@ func (ac *access) authorize(rq *request) error {
 	if err := g.shortcuts(rq.op, rq.bucket, rq.accessKey); err != nil {
 		return err
 	}
-	g.context = conditionContext(rq)
 	missing, err := ac.loadBucket(ctx, rq, g)
 	if err != nil {
 		return err
+	}
+	if g.idPolicy != nil || g.bucket != nil {
+		g.context = conditionContext(rq) // only a policy reads it
 	}
 	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
 		return err
@@ -150,7 +152,7 @@ func (ac *access) authorize(rq *request) error {
 		return nil // decided per key (allowKey)
 	}
 	err = g.decideVersion(rq.op, rq.bucket, rq.key, rq.q.Get("versionId"))
-	if err == nil && rq.r.Header.Get("x-amz-tagging") != "" && slices.Contains(taggingOps, rq.op) {
+	if err == nil && rq.r.Header.Get("X-Amz-Tagging") != "" && slices.Contains(taggingOps, rq.op) {
 		err = g.decide("PutObjectTagging", rq.bucket, rq.key) // as AWS: tags on a write need their own action
 	}
 	for _, op := range lockWriteActions(rq) { // and so do Object Lock headers
@@ -412,7 +414,7 @@ func checkPublicACL(rq *request, bpa publicAccessBlock, missing bool) error {
 		return nil
 	}
 	h := rq.r.Header
-	public := publicACLs[h.Get("x-amz-acl")]
+	public := publicACLs[h.Get("X-Amz-Acl")]
 	for name, vals := range h {
 		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
 			for _, v := range vals {
@@ -449,8 +451,8 @@ func conditionContext(rq *request) map[string][]string {
 	}
 	set("aws:referer", r.Header.Get("Referer"))
 	set("aws:useragent", r.Header.Get("User-Agent"))
-	set("s3:x-amz-acl", r.Header.Get("x-amz-acl"))
-	set("s3:x-amz-content-sha256", r.Header.Get("x-amz-content-sha256"))
+	set("s3:x-amz-acl", r.Header.Get("X-Amz-Acl"))
+	set("s3:x-amz-content-sha256", r.Header.Get("X-Amz-Content-Sha256"))
 	switch {
 	case rq.anonymous:
 		c["aws:principaltype"] = []string{"Anonymous"}

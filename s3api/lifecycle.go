@@ -117,6 +117,6 @@ func (a *api) setExpiration(rq *request, info store.ObjectInfo, tags []store.Tag
 	}
 	at, id, ok := c.Expiry(rq.key, info.Size, tags, info.LastModified, a.cfg.LifecycleDay)
 	if ok {
-		rq.w.Header().Set("x-amz-expiration", `expiry-date="`+httpTime(at)+`", rule-id="`+url.QueryEscape(id)+`"`)
+		rq.w.Header().Set("X-Amz-Expiration", `expiry-date="`+httpTime(at)+`", rule-id="`+url.QueryEscape(id)+`"`)
 	}
 }

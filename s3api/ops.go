@@ -124,7 +124,7 @@ func objectOperation(method, verb string, q url.Values, h http.Header) string {
 		case http.MethodGet:
 			return "ListParts"
 		case http.MethodPut:
-			if h.Get("x-amz-copy-source") != "" {
+			if h.Get("X-Amz-Copy-Source") != "" {
 				return "UploadPartCopy"
 			}
 			return "UploadPart"
@@ -151,7 +151,7 @@ func objectOperation(method, verb string, q url.Values, h http.Header) string {
 	case http.MethodHead:
 		return "HeadObject"
 	case http.MethodPut:
-		if h.Get("x-amz-copy-source") != "" {
+		if h.Get("X-Amz-Copy-Source") != "" {
 			return "CopyObject"
 		}
 		return "PutObject"

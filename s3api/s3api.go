@@ -298,10 +298,9 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rt *Route) {
 	if routeErr != nil {
 		rq.op = opUnknown
 	}
-	h := w.Header()
-	h.Set("X-Amz-Request-Id", rq.id) // canonical names: Set would build them per request
-	h.Set("X-Amz-Id-2", newHostID())
-	h.Set("Server", "s3gate")
+	// Canonical names, set directly, with one backing array for the values.
+	h, vals := w.Header(), [...]string{rq.id, newHostID(), "s3gate"}
+	h["X-Amz-Request-Id"], h["X-Amz-Id-2"], h["Server"] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
 	defer a.accessLog(rq, start)
 
 	if routeErr != nil {
@@ -442,16 +441,25 @@ func (rq *request) principal() string {
 	return rq.accessKey
 }
 
+// newRequestID is 16 upper-case hex digits.
 func newRequestID() string {
 	var b [8]byte
+	var s [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	const digits = "0123456789ABCDEF"
+	for i, c := range b {
+		s[2*i], s[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(s[:])
 }
 
+// newHostID is 48 lower-case hex digits.
 func newHostID() string {
 	var b [24]byte
+	var s [48]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	hex.Encode(s[:], b[:])
+	return string(s[:])
 }
 
 // respWriter records the status and counts the body bytes written. Every
