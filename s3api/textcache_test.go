@@ -3,6 +3,7 @@ package s3api
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -49,4 +50,24 @@ func TestTextCache(t *testing.T) {
 			t.Fatalf("%d documents cached, want at most %d", n, maxDocs)
 		}
 	}
+}
+
+// TestTextCacheConcurrent: requests share the cache (run with -race): each
+// gets the parse of its own text, with parses and evictions interleaved.
+func TestTextCacheConcurrent(t *testing.T) {
+	var c textCache[string, string]
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range maxDocs {
+				doc := fmt.Sprint("doc", (g*maxDocs+i)%(2*maxDocs))
+				v, err := c.get(doc, func() (string, error) { return "parsed " + doc, nil })
+				if err != nil || v != "parsed "+doc {
+					t.Errorf("get(%q) = %q, %v", doc, v, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
