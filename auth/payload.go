@@ -92,11 +92,11 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 	if payload == unsignedPayload {
 		return res, nil
 	}
-	want, err := hex.DecodeString(payload)
-	if err != nil { // checkPayloadMode ran first; keep the guard anyway
+	sr := &sha256Reader{src: body, h: sha256.New()}
+	if n, err := hex.Decode(sr.want[:], []byte(payload)); err != nil || len(payload) != 2*n { // checkPayloadMode ran first; keep the guard anyway
 		return nil, newErr(CodeInvalidArgument, "invalid x-amz-content-sha256")
 	}
-	res.Body = &sha256Reader{src: body, h: sha256.New(), want: want}
+	res.Body = sr
 	return res, nil
 }
 
@@ -105,7 +105,7 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 type sha256Reader struct {
 	src  io.ReadCloser
 	h    hash.Hash
-	want []byte
+	want [sha256.Size]byte
 	err  error // sticky
 }
 
@@ -122,7 +122,8 @@ func (s *sha256Reader) Read(p []byte) (int, error) {
 		s.err = bodyReadError(err)
 		return n, s.err
 	}
-	if !hashEqual(s.h.Sum(nil), s.want) {
+	var sum [sha256.Size]byte
+	if !hashEqual(s.h.Sum(sum[:0]), s.want[:]) {
 		// The tail of the body is withheld: nothing after a mismatch is usable.
 		s.err = newErr(CodeXAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
 		return 0, s.err

@@ -305,18 +305,17 @@ func (c credential) scope() string {
 
 // parseCredential splits from the right, so only the scope is rigid.
 func parseCredential(s string) (credential, bool) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 5 {
-		return credential{}, false
+	var parts [4]string // date, region, service, terminator
+	rest := s
+	for i := len(parts) - 1; i >= 0; i-- {
+		j := strings.LastIndexByte(rest, '/')
+		if j < 0 {
+			return credential{}, false
+		}
+		rest, parts[i] = rest[:j], rest[j+1:]
 	}
-	n := len(parts)
-	c := credential{
-		accessKey: strings.Join(parts[:n-4], "/"),
-		date:      parts[n-4],
-		region:    parts[n-3],
-		service:   parts[n-2],
-	}
-	if c.accessKey == "" || parts[n-1] != scopeTerm || c.service == "" || c.region == "" {
+	c := credential{accessKey: rest, date: parts[0], region: parts[1], service: parts[2]}
+	if c.accessKey == "" || parts[3] != scopeTerm || c.service == "" || c.region == "" {
 		return credential{}, false
 	}
 	if _, err := time.Parse(scopeDateFmt, c.date); err != nil || len(c.date) != 8 {
@@ -344,7 +343,7 @@ func parseV4Header(authz string) (*v4Header, *Error) {
 	}
 	var h v4Header
 	var haveCred, haveSH, haveSig bool
-	for _, field := range strings.Split(rest, ",") {
+	for field := range strings.SplitSeq(rest, ",") {
 		field = strings.TrimSpace(field)
 		if field == "" {
 			continue

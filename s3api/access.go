@@ -123,7 +123,7 @@ func (ac *access) authorize(rq *request) error {
 		}
 		g.id = id
 		if id.Policy != "" {
-			if g.idPolicy, err = ac.docs.parse(id.Policy, iam.Identity, ""); err != nil {
+			if g.idPolicy, err = parsePolicy(&ac.docs, id.Policy, iam.Identity, ""); err != nil {
 				return fmt.Errorf("%w: key %q has an invalid policy: %w", ErrAccessDenied, rq.accessKey, err)
 			}
 		}
@@ -131,10 +131,12 @@ func (ac *access) authorize(rq *request) error {
 	if err := g.shortcuts(rq.op, rq.bucket, rq.accessKey); err != nil {
 		return err
 	}
-	g.context = conditionContext(rq)
 	missing, err := ac.loadBucket(ctx, rq, g)
 	if err != nil {
 		return err
+	}
+	if g.idPolicy != nil || g.bucket != nil {
+		g.context = conditionContext(rq) // only a policy reads it
 	}
 	if err := checkPublicACL(rq, g.bpa, missing); err != nil {
 		return err
@@ -150,7 +152,7 @@ func (ac *access) authorize(rq *request) error {
 		return nil // decided per key (allowKey)
 	}
 	err = g.decideVersion(rq.op, rq.bucket, rq.key, rq.q.Get("versionId"))
-	if err == nil && rq.r.Header.Get("x-amz-tagging") != "" && slices.Contains(taggingOps, rq.op) {
+	if err == nil && rq.r.Header.Get("X-Amz-Tagging") != "" && slices.Contains(taggingOps, rq.op) {
 		err = g.decide("PutObjectTagging", rq.bucket, rq.key) // as AWS: tags on a write need their own action
 	}
 	for _, op := range lockWriteActions(rq) { // and so do Object Lock headers
@@ -182,7 +184,7 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 			return false, fmt.Errorf("bucket configuration of %q: %w", rq.bucket, err)
 		}
 		if doc := cfgs[store.BucketConfigPolicy]; doc != "" {
-			if g.bucket, err = ac.docs.parse(doc, iam.Bucket, rq.bucket); err != nil {
+			if g.bucket, err = parsePolicy(&ac.docs, doc, iam.Bucket, rq.bucket); err != nil {
 				return false, fmt.Errorf("bucket policy of %q: %w", rq.bucket, err)
 			}
 		}
@@ -412,7 +414,7 @@ func checkPublicACL(rq *request, bpa publicAccessBlock, missing bool) error {
 		return nil
 	}
 	h := rq.r.Header
-	public := publicACLs[h.Get("x-amz-acl")]
+	public := publicACLs[h.Get("X-Amz-Acl")]
 	for name, vals := range h {
 		if strings.HasPrefix(strings.ToLower(name), "x-amz-grant-") {
 			for _, v := range vals {
@@ -449,8 +451,8 @@ func conditionContext(rq *request) map[string][]string {
 	}
 	set("aws:referer", r.Header.Get("Referer"))
 	set("aws:useragent", r.Header.Get("User-Agent"))
-	set("s3:x-amz-acl", r.Header.Get("x-amz-acl"))
-	set("s3:x-amz-content-sha256", r.Header.Get("x-amz-content-sha256"))
+	set("s3:x-amz-acl", r.Header.Get("X-Amz-Acl"))
+	set("s3:x-amz-content-sha256", r.Header.Get("X-Amz-Content-Sha256"))
 	switch {
 	case rq.anonymous:
 		c["aws:principaltype"] = []string{"Anonymous"}
@@ -494,12 +496,8 @@ func authKind(r *http.Request) (authType, sigVersion string) {
 
 // docCache keeps parsed policy documents by their text (key and bucket
 // policies are read on every request; parsing each time would cost more
-// than the read). It is dropped whole when it grows past maxDocs, which only
-// churn of many changed documents reaches.
-type docCache struct {
-	mu   sync.Mutex
-	docs map[docKey]*iam.Policy
-}
+// than the read).
+type docCache = textCache[docKey, *iam.Policy]
 
 type docKey struct {
 	kind   iam.Kind
@@ -507,25 +505,39 @@ type docKey struct {
 	text   string
 }
 
+func parsePolicy(c *docCache, text string, kind iam.Kind, bucket string) (*iam.Policy, error) {
+	return c.get(docKey{kind, bucket, text}, func() (*iam.Policy, error) { return iam.Parse([]byte(text), kind, bucket) })
+}
+
+// textCache keeps what was parsed of stored documents, keyed by what
+// determines it (the document's text included), so a changed document is a
+// new key and never answered from an older parse. It is dropped whole when
+// it grows past maxDocs, which only churn of many changed documents
+// reaches. Cached values are shared: nothing may modify them.
+type textCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
 const maxDocs = 1024
 
-func (c *docCache) parse(text string, kind iam.Kind, bucket string) (*iam.Policy, error) {
-	k := docKey{kind, bucket, text}
+// get returns the value cached for k, or parse's, cached if it succeeded.
+func (c *textCache[K, V]) get(k K, parse func() (V, error)) (V, error) {
 	c.mu.Lock()
-	p, ok := c.docs[k]
+	v, ok := c.m[k]
 	c.mu.Unlock()
 	if ok {
-		return p, nil
+		return v, nil
 	}
-	p, err := iam.Parse([]byte(text), kind, bucket)
+	v, err := parse()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	c.mu.Lock()
-	if c.docs == nil || len(c.docs) >= maxDocs {
-		c.docs = map[docKey]*iam.Policy{}
+	if c.m == nil || len(c.m) >= maxDocs {
+		c.m = map[K]V{}
 	}
-	c.docs[k] = p
+	c.m[k] = v
 	c.mu.Unlock()
-	return p, nil
+	return v, nil
 }

@@ -172,7 +172,7 @@ func parseACLBody(body []byte, owner string) (*store.ACL, error) {
 // for an object ("" for a bucket).
 func requestACL(rq *request, body []byte, owner, bucketOwner string, object bool) (*store.ACL, error) {
 	h := rq.r.Header
-	canned := h.Get("x-amz-acl")
+	canned := h.Get("X-Amz-Acl")
 	var grants []store.ACLGrant
 	for _, gh := range grantHeaders {
 		for _, v := range h.Values(gh.name) {
@@ -324,7 +324,7 @@ func (a *api) writeACL(rq *request) (*store.ACL, error) {
 	if err != nil || acl == nil {
 		return nil, err
 	}
-	if o, _ := ownershipOf(a.access, cfgs); o == ownerPreferred && rq.r.Header.Get("x-amz-acl") == "bucket-owner-full-control" {
+	if o, _ := ownershipOf(a.access, cfgs); o == ownerPreferred && rq.r.Header.Get("X-Amz-Acl") == "bucket-owner-full-control" {
 		acl.Owner = bucketOwner // the bucket owner takes the object
 	}
 	return acl, a.checkACL(cfgs, acl, bucketOwner)

@@ -94,16 +94,16 @@ func (a *api) getObjectAttributes(rq *request) error {
 	if _, err := versionParam(rq); err != nil {
 		return err
 	}
-	want, err := parseObjectAttributes(rq.r.Header.Values("x-amz-object-attributes"))
+	want, err := parseObjectAttributes(rq.r.Header.Values("X-Amz-Object-Attributes"))
 	if err != nil {
 		return err
 	}
-	maxParts, err := parseHeaderInt(rq.r.Header.Get("x-amz-max-parts"), maxListKeys, errInvalidArgument.withMessage("Invalid x-amz-max-parts"))
+	maxParts, err := parseHeaderInt(rq.r.Header.Get("X-Amz-Max-Parts"), maxListKeys, errInvalidArgument.withMessage("Invalid x-amz-max-parts"))
 	if err != nil {
 		return err
 	}
 	maxParts = min(maxParts, maxListKeys)
-	marker, err := parseHeaderInt(rq.r.Header.Get("x-amz-part-number-marker"), 0, errInvalidArgument.withMessage("Invalid x-amz-part-number-marker"))
+	marker, err := parseHeaderInt(rq.r.Header.Get("X-Amz-Part-Number-Marker"), 0, errInvalidArgument.withMessage("Invalid x-amz-part-number-marker"))
 	if err != nil {
 		return err
 	}

@@ -200,7 +200,7 @@ func (a *api) headBucket(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("head bucket %q: %w", rq.bucket, err)
 	}
-	rq.w.Header().Set("x-amz-bucket-region", a.regionOf(b))
+	rq.w.Header().Set("X-Amz-Bucket-Region", a.regionOf(b))
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }

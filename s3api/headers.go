@@ -76,7 +76,7 @@ func parseChecksumValues(h http.Header, composite bool) (map[string]string, erro
 // x-amz-checksum-algorithm ("" when neither is present). When both are
 // present they must agree.
 func parseChecksumAlgorithm(h http.Header) (string, error) {
-	sdk, plain := strings.ToUpper(h.Get("x-amz-sdk-checksum-algorithm")), strings.ToUpper(h.Get("x-amz-checksum-algorithm"))
+	sdk, plain := strings.ToUpper(h.Get("X-Amz-Sdk-Checksum-Algorithm")), strings.ToUpper(h.Get("X-Amz-Checksum-Algorithm"))
 	v := sdk
 	if v == "" {
 		v = plain
@@ -104,7 +104,7 @@ func computeChecksum(alg string, data []byte) (string, error) {
 // parseContentMD5 decodes Content-MD5 (nil when absent). Present but
 // empty is InvalidDigest, as S3 answers, not "no digest".
 func parseContentMD5(h http.Header) ([]byte, error) {
-	vv := h.Values("Content-MD5")
+	vv := h.Values("Content-Md5")
 	if len(vv) == 0 {
 		return nil, nil
 	}
@@ -333,7 +333,7 @@ func setObjectHeaders(rq *request, info store.ObjectInfo) {
 		}
 	}
 	if n := len(info.Meta.Tags); n > 0 {
-		h.Set("x-amz-tagging-count", strconv.Itoa(n))
+		h.Set("X-Amz-Tagging-Count", strconv.Itoa(n))
 	}
 	for k, v := range info.Meta.User {
 		// Set directly: Header.Set would canonicalise the name (X-Amz-Meta-Origin),

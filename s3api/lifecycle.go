@@ -107,12 +107,16 @@ func (a *api) setExpiration(rq *request, info store.ObjectInfo, tags []store.Tag
 	if rq.decision == nil || rq.q.Has("versionId") {
 		return // a version read by id may not be the current one the rules expire
 	}
-	c, err := storedLifecycle(rq.decision.cfgs)
-	if err != nil || c == nil {
+	doc, ok := rq.decision.cfgs[lifecycle.ConfigName]
+	if !ok {
+		return
+	}
+	c, err := a.lifecycles.get(doc, func() (*lifecycle.Configuration, error) { return lifecycle.Decode(doc) })
+	if err != nil {
 		return // a stored document is validated: unreadable is not the client's answer
 	}
 	at, id, ok := c.Expiry(rq.key, info.Size, tags, info.LastModified, a.cfg.LifecycleDay)
 	if ok {
-		rq.w.Header().Set("x-amz-expiration", fmt.Sprintf(`expiry-date="%s", rule-id="%s"`, httpTime(at), url.QueryEscape(id)))
+		rq.w.Header().Set("X-Amz-Expiration", `expiry-date="`+httpTime(at)+`", rule-id="`+url.QueryEscape(id)+`"`)
 	}
 }

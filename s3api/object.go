@@ -129,9 +129,9 @@ func (a *api) getObject(rq *request) error {
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.Start, rng.End, info.Size))
 	}
 	if part > 0 && len(info.Parts) > 0 {
-		h.Set("x-amz-mp-parts-count", strconv.Itoa(len(info.Parts)))
+		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(len(info.Parts)))
 	}
-	if strings.EqualFold(rq.r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+	if strings.EqualFold(rq.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") {
 		switch {
 		case part > 0 && len(info.Parts) >= part:
 			// As S3: a part's own checksum where the object's is built from
@@ -226,10 +226,10 @@ func (a *api) deleteObject(rq *request) error {
 	}
 	h := rq.w.Header()
 	if res.DeleteMarker {
-		h.Set("x-amz-delete-marker", "true")
+		h.Set("X-Amz-Delete-Marker", "true")
 	}
 	if res.VersionID != "" {
-		h.Set("x-amz-version-id", res.VersionID)
+		h.Set("X-Amz-Version-Id", res.VersionID)
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -238,7 +238,7 @@ func (a *api) deleteObject(rq *request) error {
 // parseCopySource reads x-amz-copy-source ("[/]bucket/key[?versionId=id]",
 // URL-encoded) and the x-amz-copy-source-if-* conditions.
 func parseCopySource(h http.Header) (store.CopySource, error) {
-	raw := h.Get("x-amz-copy-source")
+	raw := h.Get("X-Amz-Copy-Source")
 	path, query, hasQuery := strings.Cut(raw, "?")
 	var vid string
 	if hasQuery {
@@ -306,7 +306,7 @@ func (a *api) copyObject(rq *request) error {
 		return errNotImplemented.withMessage("Conditional writes (If-Match, If-None-Match) are supported on PutObject and CompleteMultipartUpload, not on CopyObject.")
 	}
 	var opts store.CopyOptions
-	switch strings.ToUpper(h.Get("x-amz-metadata-directive")) {
+	switch strings.ToUpper(h.Get("X-Amz-Metadata-Directive")) {
 	case "", "COPY":
 	case "REPLACE":
 		opts.ReplaceMeta = true
@@ -325,7 +325,7 @@ func (a *api) copyObject(rq *request) error {
 	// A copy onto itself must change something (copying a version named by
 	// its id restores it, as S3 allows); a storage class given is checked
 	// against the stored one by the store.
-	if src.Bucket == rq.bucket && src.Key == rq.key && src.VersionID == "" && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("x-amz-storage-class") == "" {
+	if src.Bucket == rq.bucket && src.Key == rq.key && src.VersionID == "" && !opts.ReplaceMeta && opts.ChecksumAlgorithm == "" && h.Get("X-Amz-Storage-Class") == "" {
 		return errSelfCopy
 	}
 	if err := a.copyACL(rq, &src, &opts, acl, tags); err != nil {

@@ -215,7 +215,7 @@ func (a *api) createLockBucket(rq *request) error {
 // parseObjectLockEnabled reads CreateBucket's
 // x-amz-bucket-object-lock-enabled.
 func parseObjectLockEnabled(h http.Header) (bool, error) {
-	switch v := strings.ToLower(strings.TrimSpace(h.Get("x-amz-bucket-object-lock-enabled"))); v {
+	switch v := strings.ToLower(strings.TrimSpace(h.Get("X-Amz-Bucket-Object-Lock-Enabled"))); v {
 	case "", "false":
 		return false, nil
 	case "true":
@@ -293,7 +293,7 @@ func (a *api) writeLock(rq *request, withBody bool) (*store.ObjectLock, error) {
 // locked version's bytes are the ones sent.
 func hasDigest(rq *request) bool {
 	h := rq.r.Header
-	if h.Get("Content-MD5") != "" || rq.trailer != nil || isHexSHA256(h.Get("X-Amz-Content-Sha256")) {
+	if h.Get("Content-Md5") != "" || rq.trailer != nil || isHexSHA256(h.Get("X-Amz-Content-Sha256")) {
 		return true
 	}
 	for k := range h {
@@ -330,7 +330,7 @@ func lockWriteActions(rq *request) []string {
 // s3:BypassGovernanceRetention. Without the permission the request goes
 // on without the bypass, and a GOVERNANCE version refuses it.
 func (a *api) bypassGovernance(rq *request, key string) bool {
-	if !strings.EqualFold(strings.TrimSpace(rq.r.Header.Get("x-amz-bypass-governance-retention")), "true") {
+	if !strings.EqualFold(strings.TrimSpace(rq.r.Header.Get("X-Amz-Bypass-Governance-Retention")), "true") {
 		return false
 	}
 	return rq.decision == nil || rq.decision.decide("BypassGovernanceRetention", rq.bucket, key) == nil

@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -123,7 +124,7 @@ func objectOperation(method, verb string, q url.Values, h http.Header) string {
 		case http.MethodGet:
 			return "ListParts"
 		case http.MethodPut:
-			if h.Get("x-amz-copy-source") != "" {
+			if h.Get("X-Amz-Copy-Source") != "" {
 				return "UploadPartCopy"
 			}
 			return "UploadPart"
@@ -150,7 +151,7 @@ func objectOperation(method, verb string, q url.Values, h http.Header) string {
 	case http.MethodHead:
 		return "HeadObject"
 	case http.MethodPut:
-		if h.Get("x-amz-copy-source") != "" {
+		if h.Get("X-Amz-Copy-Source") != "" {
 			return "CopyObject"
 		}
 		return "PutObject"
@@ -161,33 +162,86 @@ func objectOperation(method, verb string, q url.Values, h http.Header) string {
 	}
 }
 
-// ResolveOperation names the operation of r and the bucket and key it
-// addresses, as New's router resolves them for a handler configured with
-// domain (the virtual-host base, "" for path style only). ok is false for
+// Route is what the router resolves of a request, once: its operation, the
+// bucket and key it addresses (unescaped) and its query. Err is non-nil for
 // paths the router rejects (InvalidURI).
-func ResolveOperation(r *http.Request, domain string) (op, bucket, key string, ok bool) {
-	domain = strings.ToLower(strings.Trim(domain, "."))
+type Route struct {
+	Op, Bucket, Key string
+	Query           url.Values
+	Err             error
+	domain          string // the virtual-host base it was resolved for
+}
+
+type routeKey struct{}
+
+// ResolveRoute resolves r for a handler configured with domain (the
+// virtual-host base, "" for path style only).
+func ResolveRoute(r *http.Request, domain string) *Route {
+	rt := &Route{Query: r.URL.Query(), domain: normalDomain(domain)}
+	var named bool
+	rt.Bucket, rt.Key, named, rt.Err = splitPath(r, rt.domain)
+	rt.Op = opUnknown
+	if named {
+		rt.Op = Operation(r.Method, rt.Bucket, rt.Key, rt.Query, r.Header)
+	}
+	return rt
+}
+
+// WithRoute resolves r and carries the route on the returned request, so
+// that middleware in front of New's handler (the request metrics) and the
+// handler itself parse the path and query once (RouteOf).
+func WithRoute(r *http.Request, domain string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), routeKey{}, ResolveRoute(r, domain)))
+}
+
+// RouteOf returns the route WithRoute carried on r for domain, or resolves r.
+func RouteOf(r *http.Request, domain string) *Route {
+	domain = normalDomain(domain)
+	if rt, ok := r.Context().Value(routeKey{}).(*Route); ok && rt.domain == domain {
+		return rt
+	}
+	return ResolveRoute(r, domain)
+}
+
+func normalDomain(domain string) string { return strings.ToLower(strings.Trim(domain, ".")) }
+
+// splitPath returns the bucket and key r addresses: the virtual host's
+// bucket and the whole path as the key, or the path's first segment and the
+// rest (path style), each unescaped once. A path style path with an empty
+// bucket segment ("//x") or none at all is refused unnamed (the operation is
+// Unknown); a bad escape is refused named (the operation is named for the
+// bucket, as the metrics always named it).
+func splitPath(r *http.Request, domain string) (bucket, key string, named bool, err error) {
 	path := r.URL.EscapedPath()
 	if b := vhostBucket(r.Host, domain); b != "" {
 		k, err := url.PathUnescape(strings.TrimPrefix(path, "/"))
 		if err != nil {
-			return Operation(r.Method, b, "", r.URL.Query(), r.Header), b, "", false
+			return b, "", true, errInvalidURI
 		}
-		return Operation(r.Method, b, k, r.URL.Query(), r.Header), b, k, true
+		return b, k, true, nil
 	}
 	if !strings.HasPrefix(path, "/") {
-		return opUnknown, "", "", false
+		return "", "", false, errInvalidURI
 	}
 	rawBucket, rawKey, _ := strings.Cut(path[1:], "/")
 	if rawBucket == "" && path != "/" {
-		return opUnknown, "", "", false
+		return "", "", false, errInvalidURI
 	}
 	b, err1 := url.PathUnescape(rawBucket)
 	k, err2 := url.PathUnescape(rawKey)
 	if err1 != nil || err2 != nil {
-		return Operation(r.Method, b, "", r.URL.Query(), r.Header), b, "", false
+		return b, "", true, errInvalidURI
 	}
-	return Operation(r.Method, b, k, r.URL.Query(), r.Header), b, k, true
+	return b, k, true, nil
+}
+
+// ResolveOperation names the operation of r and the bucket and key it
+// addresses, as New's handler resolves them for domain (the virtual-host
+// base, "" for path style only). ok is false for paths it rejects
+// (InvalidURI).
+func ResolveOperation(r *http.Request, domain string) (op, bucket, key string, ok bool) {
+	rt := ResolveRoute(r, domain)
+	return rt.Op, rt.Bucket, rt.Key, rt.Err == nil
 }
 
 // handlers maps implemented operations to their handlers; every other named

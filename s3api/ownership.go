@@ -122,7 +122,7 @@ func (a *api) deleteOwnershipControls(rq *request) error {
 // createOwnership reads CreateBucket's x-amz-object-ownership ("" for the
 // default) and checks the bucket's ACL against the ownership it gives.
 func (a *api) createOwnership(rq *request, acl *store.ACL) (string, error) {
-	o := rq.r.Header.Get("x-amz-object-ownership")
+	o := rq.r.Header.Get("X-Amz-Object-Ownership")
 	switch o {
 	case "", ownerEnforced, ownerPreferred, objectWriter:
 	default:

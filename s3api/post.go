@@ -301,9 +301,9 @@ func postHeaders(fields map[string]string) http.Header {
 	for name, v := range fields {
 		switch {
 		case name == "acl":
-			h.Set("x-amz-acl", v)
+			h.Set("X-Amz-Acl", v)
 		case name == "tagging":
-			h.Set("x-amz-tagging", postTagging(v))
+			h.Set("X-Amz-Tagging", postTagging(v))
 		case strings.HasPrefix(name, "x-amz-"), name == "content-type", name == "cache-control",
 			name == "content-disposition", name == "content-encoding", name == "content-language", name == "expires":
 			h[textproto.CanonicalMIMEHeaderKey(name)] = []string{v}

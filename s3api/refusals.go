@@ -29,7 +29,7 @@ var storageClassesAWS = map[string]bool{
 // parseStorageClass reads x-amz-storage-class as it is stored: "" for none
 // or STANDARD, REDUCED_REDUNDANCY, InvalidStorageClass for anything else.
 func parseStorageClass(h http.Header) (string, error) {
-	switch sc := h.Get("x-amz-storage-class"); {
+	switch sc := h.Get("X-Amz-Storage-Class"); {
 	case sc == "" || sc == "STANDARD":
 		return "", nil
 	case sc == "REDUCED_REDUNDANCY":
@@ -63,7 +63,7 @@ var sseMethods = map[string]bool{"AES256": true, "aws:kms": true, "aws:kms:dsse"
 // naming the header (as for Object Lock and tagging), or InvalidArgument for
 // a method AWS does not know either.
 func checkEncryption(h http.Header) error {
-	if m := h.Get("x-amz-server-side-encryption"); m != "" && !sseMethods[m] {
+	if m := h.Get("X-Amz-Server-Side-Encryption"); m != "" && !sseMethods[m] {
 		return errInvalidArgument.withMessage("The encryption method specified is not supported")
 	}
 	var names []string
@@ -86,10 +86,10 @@ func checkEncryption(h http.Header) error {
 // and refused, with the metadata: parseStorageClass; Object Lock headers by
 // writeLock.)
 func checkWriteFeatures(h http.Header) error {
-	if h.Get("x-amz-website-redirect-location") != "" {
+	if h.Get("X-Amz-Website-Redirect-Location") != "" {
 		return errNotImplemented.withMessage("x-amz-website-redirect-location is not supported: s3gate serves no website endpoints.")
 	}
-	if h.Get("x-amz-write-offset-bytes") != "" {
+	if h.Get("X-Amz-Write-Offset-Bytes") != "" {
 		// An append taken as a whole-object PUT would replace the object.
 		return errNotImplemented.withMessage("Appends (x-amz-write-offset-bytes) are not supported: s3gate replaces whole objects only.")
 	}
@@ -115,7 +115,7 @@ func checkDeleteConditions(h http.Header) error {
 // the source's tags, nil here) or REPLACE (the request's x-amz-tagging,
 // none being an empty set).
 func copyTags(h http.Header) ([]store.Tag, error) {
-	switch strings.ToUpper(h.Get("x-amz-tagging-directive")) {
+	switch strings.ToUpper(h.Get("X-Amz-Tagging-Directive")) {
 	case "", "COPY":
 		if _, err := parseTaggingHeader(h); err != nil {
 			return nil, err

@@ -21,7 +21,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -31,9 +30,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/s3gate/s3gate/auth"
+	"github.com/s3gate/s3gate/lifecycle"
 	"github.com/s3gate/s3gate/store"
 )
 
@@ -102,6 +100,9 @@ type api struct {
 	bufs  sync.Pool
 	// access evaluates policies (nil: Config.Authorizer decides).
 	access *access
+	// lifecycles are the decoded lifecycle documents, by their text (for
+	// x-amz-expiration on every GET, HEAD and PUT of a bucket with rules).
+	lifecycles textCache[string, *lifecycle.Configuration]
 }
 
 // New returns the S3 API handler.
@@ -132,21 +133,10 @@ func New(cfg Config, st store.ObjectStore, authn Authenticator, log *slog.Logger
 	}
 	a.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 
-	r := mux.NewRouter()
 	// Keys may contain "//", "." and ".." and encoded slashes: no cleaning, no
-	// redirects, and match on the escaped path so each key is unescaped once.
-	r.SkipClean(true)
-	r.UseEncodedPath()
-	if cfg.Domain != "" {
-		r.MatcherFunc(func(req *http.Request, _ *mux.RouteMatch) bool {
-			return vhostBucket(req.Host, cfg.Domain) != ""
-		}).HandlerFunc(a.serveVHost)
-	}
-	r.Path("/").HandlerFunc(func(w http.ResponseWriter, req *http.Request) { a.serve(w, req, "", "", nil) })
-	r.Path("/{bucket}").HandlerFunc(a.servePath)
-	r.Path("/{bucket}/{key:.*}").HandlerFunc(a.servePath)
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		a.serve(w, req, "", "", errInvalidURI)
+	// redirects; the escaped path is split, so each key is unescaped once.
+	r := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		a.serve(w, req, RouteOf(req, cfg.Domain))
 	})
 	return closeOnEmptyExpect(r)
 }
@@ -254,27 +244,6 @@ func vhostBucket(host, domain string) string {
 	return strings.TrimSuffix(host, suffix)
 }
 
-func (a *api) serveVHost(w http.ResponseWriter, r *http.Request) {
-	bucket := vhostBucket(r.Host, a.cfg.Domain)
-	key, err := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/"))
-	if err != nil {
-		a.serve(w, r, bucket, "", errInvalidURI)
-		return
-	}
-	a.serve(w, r, bucket, key, nil)
-}
-
-func (a *api) servePath(w http.ResponseWriter, r *http.Request) {
-	v := mux.Vars(r)
-	bucket, err1 := url.PathUnescape(v["bucket"])
-	key, err2 := url.PathUnescape(v["key"])
-	if err := errors.Join(err1, err2); err != nil {
-		a.serve(w, r, bucket, "", errInvalidURI)
-		return
-	}
-	a.serve(w, r, bucket, key, nil)
-}
-
 // request is the state of one S3 request as the handlers see it.
 type request struct {
 	r         *http.Request
@@ -304,7 +273,7 @@ type handlerFunc func(a *api, rq *request) error
 // serve runs the pipeline shared by every route: request id, operation
 // resolution, authentication, authorization, the handler, error answer and
 // access log.
-func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, routeErr error) {
+func (a *api) serve(w http.ResponseWriter, r *http.Request, rt *Route) {
 	start := time.Now()
 	rc := http.NewResponseController(w)
 	rw := &respWriter{ResponseWriter: w, rc: rc, writeIdle: a.cfg.WriteIdleTimeout}
@@ -318,20 +287,20 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, bucket, key string, 
 		w:      rw,
 		idle:   wrapIdleBody(r, rw, a.cfg.ReadIdleTimeout),
 		ctx:    r.Context(),
-		q:      r.URL.Query(),
+		q:      rt.Query,
 		id:     newRequestID(),
-		bucket: bucket,
-		key:    key,
+		bucket: rt.Bucket,
+		key:    rt.Key,
+		op:     rt.Op,
 		body:   &countingReader{r: http.NoBody},
 	}
-	rq.op = Operation(r.Method, bucket, key, rq.q, r.Header)
+	routeErr := rt.Err
 	if routeErr != nil {
-		rq.op = opUnknown // as ResolveOperation names unroutable paths
+		rq.op = opUnknown
 	}
-	h := w.Header()
-	h.Set("X-Amz-Request-Id", rq.id) // canonical names: Set would build them per request
-	h.Set("X-Amz-Id-2", newHostID())
-	h.Set("Server", "s3gate")
+	// Canonical names, set directly, with one backing array for the values.
+	h, vals := w.Header(), [...]string{rq.id, newHostID(), "s3gate"}
+	h["X-Amz-Request-Id"], h["X-Amz-Id-2"], h["Server"] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
 	defer a.accessLog(rq, start)
 
 	if routeErr != nil {
@@ -472,16 +441,25 @@ func (rq *request) principal() string {
 	return rq.accessKey
 }
 
+// newRequestID is 16 upper-case hex digits.
 func newRequestID() string {
 	var b [8]byte
+	var s [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go >= 1.24)
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	const digits = "0123456789ABCDEF"
+	for i, c := range b {
+		s[2*i], s[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(s[:])
 }
 
+// newHostID is 48 lower-case hex digits.
 func newHostID() string {
 	var b [24]byte
+	var s [48]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	hex.Encode(s[:], b[:])
+	return string(s[:])
 }
 
 // respWriter records the status and counts the body bytes written. Every

@@ -106,7 +106,7 @@ func parseTaggingXML(body []byte, limit int) ([]store.Tag, error) {
 // parseTaggingHeader reads x-amz-tagging (URL query form, k1=v1&k2=v2);
 // nil for none.
 func parseTaggingHeader(h http.Header) ([]store.Tag, error) {
-	v := h.Get("x-amz-tagging")
+	v := h.Get("X-Amz-Tagging")
 	if v == "" {
 		return nil, nil
 	}

@@ -94,15 +94,15 @@ func (a *api) versionError(rq *request, info store.ObjectInfo, err error) error 
 	switch {
 	case errors.Is(err, store.ErrDeleteMarker):
 		h := rq.w.Header()
-		h.Set("x-amz-delete-marker", "true")
-		h.Set("x-amz-version-id", info.VersionID)
+		h.Set("X-Amz-Delete-Marker", "true")
+		h.Set("X-Amz-Version-Id", info.VersionID)
 		h.Set("Allow", "DELETE")
 		if !info.LastModified.IsZero() {
 			h.Set("Last-Modified", httpTime(info.LastModified))
 		}
 		return withDetails(errMethodNotAllowed, "Method", rq.r.Method, "ResourceType", "DeleteMarker")
 	case errors.Is(err, store.ErrNoSuchKey) && info.DeleteMarker:
-		rq.w.Header().Set("x-amz-delete-marker", "true")
+		rq.w.Header().Set("X-Amz-Delete-Marker", "true")
 		if verr := a.setVersionHeader(rq, info.VersionID); verr != nil {
 			return verr
 		}
@@ -156,7 +156,7 @@ func parseVersioningConfiguration(body []byte) (string, error) {
 }
 
 func (a *api) putBucketVersioning(rq *request) error {
-	if rq.r.Header.Get("x-amz-mfa") != "" {
+	if rq.r.Header.Get("X-Amz-Mfa") != "" {
 		return errMFANotSupported
 	}
 	body, err := readBody(rq, a.cfg.MaxXMLBody)

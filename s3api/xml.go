@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ func writeXML(rq *request, v any) error {
 	}
 	h := rq.w.Header()
 	h.Set("Content-Type", "application/xml")
-	h.Set("Content-Length", fmt.Sprint(len(xml.Header)+len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
 	rq.w.WriteHeader(http.StatusOK)
 	if rq.r.Method == http.MethodHead {
 		return nil

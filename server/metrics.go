@@ -91,10 +91,11 @@ func (s *Server) instrument() error {
 	if err := s.registerDBMetrics(m.Registry()); err != nil {
 		return err
 	}
+	// The route is resolved once, here, and carried to the S3 handler.
 	domain := s.cfg.Domain
-	s.handler = m.Middleware(s.handler, func(r *http.Request) string {
-		op, _, _, _ := s3api.ResolveOperation(r, domain)
-		return op
+	counted := m.Middleware(s.handler, func(r *http.Request) string { return s3api.RouteOf(r, domain).Op })
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		counted.ServeHTTP(w, s3api.WithRoute(r, domain))
 	})
 	return nil
 }
