@@ -194,7 +194,7 @@ func want(get func() (string, error), v string) error {
 func TestKeyDeleteWindow(t *testing.T) {
 	ctx := context.Background()
 	v := newEnv(t, Options{})
-	const n = 200
+	const n = 100
 	var afterAck, afterSend []time.Duration
 	for i := range n {
 		id := fmt.Sprintf("KEY%d", i)
@@ -248,7 +248,7 @@ func TestStaleReadNeverFills(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var readErr atomic.Value
-	for range 4 {
+	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
