@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,10 @@ func listenOnce(ctx context.Context, dsn string, c *Cache) error {
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
+		case err == nil && strings.HasPrefix(n.Payload, syncPrefix):
+			if err := answer(ctx, conn, strings.TrimPrefix(n.Payload, syncPrefix)); err != nil {
+				return err
+			}
 		case err == nil:
 			c.notified(n.Payload)
 		case ctx.Err() != nil:

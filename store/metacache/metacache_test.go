@@ -355,3 +355,44 @@ func TestBoundAndTTL(t *testing.T) {
 		t.Fatalf("the cache off: on=%v, %d keys", on, len(c.keys))
 	}
 }
+
+// TestConfirm: Confirm returns once every listening cache has applied the
+// changes committed before it: each has dropped the deleted key, with no
+// wait of the test's own; it counts the listeners.
+func TestConfirm(t *testing.T) {
+	ctx := context.Background()
+	v := newEnv(t, Options{})
+	second := New(Options{})
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); Listen(lctx, v.dsn, second, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the second cache on", second.On)
+	other := Wrap(v.st.Engine, second)
+	for i := range 20 {
+		id := fmt.Sprintf("CONFIRM%d", i)
+		if err := v.st.CreateKey(ctx, store.AccessKey{ID: id, Secret: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		v.sync(t)
+		for range 2 {
+			_, err1 := v.st.GetKey(ctx, id)
+			_, err2 := other.GetKey(ctx, id)
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v.exec(t, `DELETE FROM access_keys WHERE id = $1`, id)
+		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+		ok, of, err := Confirm(cctx, v.dsn)
+		ccancel()
+		if err != nil || ok != 2 || of != 2 {
+			t.Fatalf("Confirm: %d of %d, %v; want 2 of 2", ok, of, err)
+		}
+		for name, st := range map[string]*Store{"first": v.st, "second": other} {
+			if _, err := st.GetKey(ctx, id); !errors.Is(err, store.ErrNoSuchAccessKey) {
+				t.Fatalf("%s cache after Confirm: key %s: %v", name, id, err)
+			}
+		}
+	}
+}
