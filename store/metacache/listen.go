@@ -36,11 +36,16 @@ func Listen(ctx context.Context, dsn string, c *Cache, log *slog.Logger) {
 	defer c.SetOff()
 	for ctx.Err() == nil {
 		err := listenOnce(ctx, dsn, c)
+		wasOn := c.On()
 		c.SetOff()
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("metadata cache off: the notification session failed; reconnecting", "err", err)
+		if wasOn { // once per outage, not once per attempt
+			log.Warn("metadata cache off: the notification session failed; reconnecting", "err", err)
+		} else {
+			log.Debug("metadata cache: cannot listen yet", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(retryEvery):
