@@ -37,6 +37,7 @@ import (
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/embedded"
+	"github.com/s3gate/s3gate/store/metacache"
 	"github.com/s3gate/s3gate/store/pg"
 )
 
@@ -213,6 +214,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		err = keys.DeleteKey(ctx, pos[0])
 		if err == nil {
 			fmt.Fprintf(stdout, "deleted access key %s\n", pos[0])
+			confirmDelete(ctx, cfg, pos[0], stderr)
 		}
 	}
 	if err != nil {
@@ -220,6 +222,27 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return exitFail
 	}
 	return exitOK
+}
+
+// confirmTimeout bounds how long key delete waits for the running gateways.
+const confirmTimeout = 5 * time.Second
+
+// confirmDelete waits until every gateway running on the database has
+// dropped the deleted key from its cache (store/metacache), so that the key
+// is refused everywhere when the command returns; it warns about gateways
+// that did not confirm in time (they drop it when they hear the commit).
+func confirmDelete(ctx context.Context, cfg config.Config, id string, stderr io.Writer) {
+	if cfg.DatabaseURL == "" {
+		return // the embedded engine caches nothing
+	}
+	ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	ok, of, err := metacache.Confirm(ctx, cfg.DirectURL())
+	if err != nil {
+		fmt.Fprintf(stderr, "s3gate admin key delete: %s is deleted; could not confirm that running gateways dropped it: %v\n", id, err)
+	} else if ok < of {
+		fmt.Fprintf(stderr, "s3gate admin key delete: %s is deleted; %d of %d running gateways did not confirm within %v (they refuse it once they hear the commit)\n", id, of-ok, of, confirmTimeout)
+	}
 }
 
 // loadConfig reads the settings shared with serve; done means the command

@@ -12,9 +12,10 @@ import (
 // root key pair from the configuration, which always works, plus the keys
 // kept in the metadata store (`s3gate admin key ...`).
 //
-// Nothing is cached: every lookup is one query by primary key, so a key
-// created by another process works at once and a deleted key is refused at
-// once, on every instance of a fleet.
+// Keys is read on every lookup; the server gives it the metadata cache on
+// PostgreSQL (store/metacache), whose entries are dropped by the commit
+// that changes the key, so a deleted key is refused on every instance of a
+// fleet as soon as the instance has heard the commit.
 type Keyring struct {
 	// RootAccessKey and RootSecretKey are the root key pair. The root key is
 	// checked first, so a stored key with the same ID can never shadow it.

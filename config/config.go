@@ -98,6 +98,9 @@ type Config struct {
 	// DirectDatabaseURL is for the sessions that hold advisory locks (the
 	// writer claim, the pin session, migrations): never a transaction pooler.
 	DirectDatabaseURL string `env:"DIRECT_DATABASE_URL" help:"PostgreSQL URL without a transaction-pooling proxy, for the sessions that hold advisory locks (writer claim, pin session, migrations); empty: DATABASE_URL"`
+	// MetadataCache caches bucket configurations and access keys on
+	// PostgreSQL, invalidated by NOTIFY (docs/adr/018-metadata-cache.md).
+	MetadataCache bool `env:"METADATA_CACHE" envDefault:"true" help:"PostgreSQL: cache bucket configurations and access keys, invalidated at each commit through LISTEN/NOTIFY on a dedicated session of DIRECT_DATABASE_URL (off on a read replica); false: read them on every request"`
 
 	// Unknown are the S3GATE_ variables of the environment that name no
 	// setting (a typo is warned about at start-up, not silently ignored).

@@ -65,6 +65,7 @@ func TestSettingErrors(t *testing.T) {
 		{"FLEET", []string{"S3GATE_FLEET=yes"}, nil, `S3GATE_FLEET (-fleet): "yes" is not true or false`},
 		{"FLEET", nil, []string{"-fleet=maybe"}, `S3GATE_FLEET (-fleet): "maybe" is not true or false`},
 		{"SHARED_MEDIA", []string{"S3GATE_SHARED_MEDIA=nfs"}, nil, `S3GATE_SHARED_MEDIA (-shared-media): "nfs" is not true or false`},
+		{"METADATA_CACHE", []string{"S3GATE_METADATA_CACHE=on"}, nil, `S3GATE_METADATA_CACHE (-metadata-cache): "on" is not true or false`},
 		{"LIFECYCLE_INTERVAL", []string{"S3GATE_LIFECYCLE_INTERVAL=daily"}, nil, `S3GATE_LIFECYCLE_INTERVAL (-lifecycle-interval): "daily" ` + dur},
 		{"LIFECYCLE_DAY", []string{"S3GATE_LIFECYCLE_DAY=10ms"}, nil, `S3GATE_LIFECYCLE_DAY (-lifecycle-day): 10ms is under the minimum 1s`},
 		{"INSTANCE_TTL", []string{"S3GATE_INSTANCE_TTL=1s"}, nil, `S3GATE_INSTANCE_TTL (-instance-ttl): 1s is not between 3s and 10m0s`},

@@ -72,6 +72,9 @@ func TestFleet(t *testing.T) {
 			t.Run("MultipartAcrossInstances", func(t *testing.T) { multipartAcross(t, f) })
 			t.Run("ObjectLocksAcrossInstances", func(t *testing.T) { locksAcross(t, f) })
 			t.Run("Linearizable", func(t *testing.T) { linearizable(t, f) })
+			if engine == "pgchunks" { // engine-independent
+				t.Run("MetadataAcrossInstances", func(t *testing.T) { metadataAcross(t, f) })
+			}
 		})
 	}
 	for _, engine := range bouncedEngines() {
@@ -80,6 +83,9 @@ func TestFleet(t *testing.T) {
 			t.Run("ReadAfterWrite", func(t *testing.T) { readAfterWrite(t, f) })
 			t.Run("MultipartAcrossInstances", func(t *testing.T) { multipartAcross(t, f) })
 			t.Run("Linearizable", func(t *testing.T) { linearizable(t, f) })
+			if engine == "pgchunks" { // the pool through pgbouncer, LISTEN on the direct URL
+				t.Run("MetadataAcrossInstances", func(t *testing.T) { metadataAcross(t, f) })
+			}
 		})
 	}
 	for _, engine := range heavyEngines() {

@@ -144,20 +144,25 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Server, e
 	} else if err := s.openPG(ctx); err != nil {
 		return nil, err
 	}
-	// Keys are looked up on every request, uncached: a key created or deleted
-	// with `s3gate admin key` takes effect at once.
-	keys := &auth.Keyring{RootAccessKey: s.RootKey.AccessKey, RootSecretKey: s.RootKey.SecretKey, Keys: s.engine}
+	// Keys and bucket configurations are read through the metadata cache
+	// where it can be kept valid (metacache.go): a key created or deleted
+	// with `s3gate admin key` takes effect as soon as its commit is heard.
+	meta, err := s.metadataStore()
+	if err != nil {
+		return nil, err
+	}
+	keys := &auth.Keyring{RootAccessKey: s.RootKey.AccessKey, RootSecretKey: s.RootKey.SecretKey, Keys: meta}
 	verifier := &auth.Verifier{Region: cfg.Region, Creds: keys}
 	anonymous, err := registerAnonymousMetrics(s.metrics.Registry())
 	if err != nil {
 		return nil, err
 	}
 	s.handler = s3api.New(s3api.Config{Region: cfg.Region, Domain: cfg.Domain,
-		Identities:        s3api.KeyIdentities{Root: keys.RootAccessKey, Keys: s.engine},
+		Identities:        s3api.KeyIdentities{Root: keys.RootAccessKey, Keys: meta},
 		BlockPublicAccess: cfg.BlockPublicAccess, Anonymous: anonymous,
 		ReadIdleTimeout: time.Duration(cfg.ReadIdleTimeout), WriteIdleTimeout: time.Duration(cfg.WriteIdleTimeout),
 		ReadOnly: s.readOnly, LifecycleDay: time.Duration(cfg.LifecycleDay)},
-		store.New(s.engine), verifier, log)
+		store.New(meta), verifier, log)
 	if err := s.instrument(); err != nil {
 		return nil, err
 	}
