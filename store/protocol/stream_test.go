@@ -76,7 +76,7 @@ func openTestStream(t *testing.T, f *fakePinner, parts []part, mode GuardMode) (
 		return io.NopCloser(strings.NewReader(p.data)), nil
 	}
 	s := NewPinnedSegments(context.Background(), "test", parts, partBlob, open, f.pinning(), first, id)
-	return GuardedStream(context.Background(), s, nil, mode), nil
+	return GuardedStream(context.Background(), s, nil, mode, false), nil
 }
 
 // A stream pins one blob at a time, as it reaches it; the bytes of a blob that
