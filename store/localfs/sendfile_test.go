@@ -24,7 +24,8 @@ import (
 // (sendfile: the content reader sees no Read at all), whole and in ranges,
 // for single and multipart objects (an inline last part is copied as before),
 // on the embedded engine (pins never lost) and on PostgreSQL (pins checked
-// per slice); with a bandwidth cap the GET is paced and read by Read, never
+// per slice), and over TLS, where net/http copies the file it was handed;
+// with a bandwidth cap the GET is paced and read by Read, never
 // handed over.
 func TestGetSendsFiles(t *testing.T) {
 	const partSize = 5 << 20
@@ -45,15 +46,17 @@ func TestGetSendsFiles(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		engine   string
+		tls      bool // no sendfile: net/http copies the file handed over
 		env      []string
 		sendfile bool
 	}{
-		{testgw.Embedded, nil, true},
-		{config.EngineLocal, nil, true},
-		{testgw.Embedded, []string{"S3GATE_BANDWIDTH_PER_REQUEST=1GiB"}, false},
+		{testgw.Embedded, false, nil, true},
+		{config.EngineLocal, false, nil, true},
+		{testgw.Embedded, true, nil, true},
+		{testgw.Embedded, false, []string{"S3GATE_BANDWIDTH_PER_REQUEST=1GiB"}, false},
 	} {
-		t.Run(fmt.Sprintf("%s/sendfile=%v", tc.engine, tc.sendfile), func(t *testing.T) {
-			gw := testgw.Start(t, testgw.Options{Engine: tc.engine, InlineMax: 4096, Env: tc.env})
+		t.Run(fmt.Sprintf("%s/tls=%v/sendfile=%v", tc.engine, tc.tls, tc.sendfile), func(t *testing.T) {
+			gw := testgw.Start(t, testgw.Options{Engine: tc.engine, TLS: tc.tls, InlineMax: 4096, Env: tc.env})
 			cli := client(gw)
 			ctx := context.Background()
 			if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
