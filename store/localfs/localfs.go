@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/protocol"
@@ -314,9 +315,32 @@ type rangeReader struct {
 	id   int64
 }
 
-// observe, if set (tests), sees the bytes of every Read (sent false) and of
-// every SendTo (sent true: handed to the writer as the file, without a Read).
-var observe atomic.Pointer[func(id int64, sent bool, n int64)]
+// observe, if set (tests), sees the bytes of every Read ("read"), of every
+// SendTo ("sent": handed to the writer as the file) and, of those, the ones
+// the writer read from the file instead of sending it by sendfile ("copied").
+var observe atomic.Pointer[func(id int64, ev string, n int64)]
+
+func observed(id int64, ev string, n int64) {
+	if h := observe.Load(); h != nil {
+		(*h)(id, ev, n)
+	}
+}
+
+// sendFile is the file as SendTo hands it over: net's sendfile reaches its
+// descriptor (syscall.Conn), and what a writer reads from it instead
+// (net/http's first 512 bytes, or everything without sendfile) is observed.
+type sendFile struct {
+	f  *os.File
+	id int64
+}
+
+func (s sendFile) Read(p []byte) (int, error) {
+	n, err := s.f.Read(p)
+	observed(s.id, "copied", int64(n))
+	return n, err
+}
+
+func (s sendFile) SyscallConn() (syscall.RawConn, error) { return s.f.SyscallConn() }
 
 func (r *rangeReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
@@ -324,9 +348,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	}
 	n, err := r.sr.Read(p)
 	r.left -= int64(n)
-	if h := observe.Load(); h != nil {
-		(*h)(r.id, false, int64(n))
-	}
+	observed(r.id, "read", int64(n))
 	if err == io.EOF && r.left > 0 {
 		// The file shrank under us: never let a short body look complete.
 		return n, fmt.Errorf("localfs: read blob %d: %w", r.id, io.ErrUnexpectedEOF)
@@ -338,7 +360,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 }
 
 // SendTo implements protocol.FileSender: it hands dst at most max bytes of
-// the section as the file itself (an io.LimitedReader of the *os.File at the
+// the section as the file itself (an io.LimitedReader of the file at the
 // right offset), which net/http's connection sends with sendfile. The file's
 // own offset is set for each call (Read uses pread and never moves it). A
 // file that ends before the section does is an error, as for Read.
@@ -354,15 +376,13 @@ func (r *rangeReader) SendTo(dst io.ReaderFrom, max int64) (int64, error) {
 		return 0, fmt.Errorf("localfs: send blob %d: %w", r.id, err)
 	}
 	want := min(max, r.left)
-	n, err := dst.ReadFrom(&io.LimitedReader{R: r.f, N: want})
+	n, err := dst.ReadFrom(&io.LimitedReader{R: sendFile{f: r.f, id: r.id}, N: want})
 	r.left -= n
 	// Keep Read's view in step, should the caller mix both.
 	if _, serr := r.sr.Seek(r.sr.Size()-r.left, io.SeekStart); serr != nil && err == nil {
 		err = serr
 	}
-	if h := observe.Load(); h != nil {
-		(*h)(r.id, true, n)
-	}
+	observed(r.id, "sent", n)
 	switch {
 	case err != nil:
 		return n, fmt.Errorf("localfs: send blob %d: %w", r.id, err)

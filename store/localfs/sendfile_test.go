@@ -6,6 +6,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,17 +68,16 @@ func TestGetSendsFiles(t *testing.T) {
 			put(t, cli, "single", single)
 			putParts(t, cli, "multi", multi[:partSize], multi[partSize:])
 
-			var reads, sent atomic.Int64
-			localfs.ObserveReads(t, func(s bool, n int64) {
-				if s {
-					sent.Add(n)
-				} else {
-					reads.Add(n)
-				}
+			var reads, sent, copied atomic.Int64
+			localfs.ObserveReads(t, func(ev string, n int64) {
+				map[string]*atomic.Int64{"read": &reads, "sent": &sent, "copied": &copied}[ev].Add(n)
 			})
+			var total int64
 			for _, r := range ranges {
+				total += r.end + 1 - r.start
 				reads.Store(0)
 				sent.Store(0)
+				copied.Store(0)
 				in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(r.key)}
 				if r.rng != "" {
 					in.Range = aws.String(r.rng)
@@ -111,6 +113,19 @@ func TestGetSendsFiles(t *testing.T) {
 					t.Errorf("%s: %d bytes sent from the file, %d read; want %d and %d",
 						r.name, sent.Load(), reads.Load(), wantSent, wantReads)
 				}
+				// net/http writes the first 512 bytes itself; the rest goes by
+				// sendfile, except over TLS.
+				wantCopied := min(sent.Load(), 512)
+				if tc.tls {
+					wantCopied = sent.Load()
+				}
+				if copied.Load() != wantCopied {
+					t.Errorf("%s: %d of the %d bytes handed over were copied, want %d", r.name, copied.Load(), sent.Load(), wantCopied)
+				}
+			}
+			// The metrics count the bytes sent past them, as those written.
+			if got := getBytesMetric(t, gw); got != total {
+				t.Errorf("s3gate_response_bytes_total of GetObject: %d, want %d", got, total)
 			}
 		})
 	}
@@ -164,4 +179,30 @@ func putParts(t *testing.T, cli *s3.Client, key string, parts ...[]byte) {
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// getBytesMetric scrapes the response bytes counted for GetObject.
+func getBytesMetric(t *testing.T, gw *testgw.Gateway) int64 {
+	t.Helper()
+	resp, err := http.Get(gw.MetricsURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // a read error below is the one to report
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const series = `s3gate_response_bytes_total{operation="GetObject"} `
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return int64(f)
+		}
+	}
+	t.Fatalf("no %s in /metrics", series)
+	return 0
 }
