@@ -543,7 +543,7 @@ func (w *respWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom keeps net/http's sendfile path reachable for a stream that hands
-// over a file section (an io.LimitedReader of an *os.File, ADR 020), under
+// over a file section (an io.LimitedReader of the file, ADR 020), under
 // Write's idle deadline: each ReadFrom below covers at most writeSlice bytes.
 // Other sources go through Write.
 func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
