@@ -101,6 +101,23 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom keeps the writer's sendfile path (a file section handed over by
+// a GET stream), counting what it wrote.
+func (w *responseWriter) ReadFrom(src io.Reader) (int64, error) {
+	rf, ok := w.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{w}, src)
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := rf.ReadFrom(src)
+	if n > 0 {
+		w.bytes.Add(float64(n))
+	}
+	return n, err
+}
+
 // Flush sends buffered data to the client, if the underlying writer can.
 func (w *responseWriter) Flush() {
 	if w.status == 0 {

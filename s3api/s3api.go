@@ -225,6 +225,17 @@ func (c *closeUnlessRead) Write(p []byte) (int, error) {
 	return c.ResponseWriter.Write(p)
 }
 
+// ReadFrom keeps the writer's sendfile path (ADR 020).
+func (c *closeUnlessRead) ReadFrom(src io.Reader) (int64, error) {
+	if !c.wroteHeader {
+		c.WriteHeader(http.StatusOK)
+	}
+	if rf, ok := c.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(struct{ io.Writer }{c.ResponseWriter}, src)
+}
+
 // Unwrap lets http.ResponseController reach the real writer.
 func (c *closeUnlessRead) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
@@ -505,6 +516,34 @@ func (w *respWriter) Write(p []byte) (int, error) {
 			return n, err
 		}
 		p = p[k:]
+	}
+	return n, nil
+}
+
+// ReadFrom keeps net/http's sendfile path reachable for a stream that hands
+// over a file section (an io.LimitedReader of the file, ADR 020), under
+// Write's idle deadline: each ReadFrom below covers at most writeSlice bytes.
+// Other sources go through Write.
+func (w *respWriter) ReadFrom(src io.Reader) (int64, error) {
+	rf, ok := w.ResponseWriter.(io.ReaderFrom)
+	lr, limited := src.(*io.LimitedReader)
+	if !ok || !limited {
+		return io.Copy(struct{ io.Writer }{w}, src)
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	var n int64
+	for lr.N > 0 {
+		k := min(lr.N, writeSlice)
+		w.extend()
+		m, err := rf.ReadFrom(&io.LimitedReader{R: lr.R, N: k})
+		n += m
+		w.bytes += m
+		lr.N -= m
+		if err != nil || m < k {
+			return n, err
+		}
 	}
 	return n, nil
 }

@@ -92,6 +92,10 @@ func (g *BandwidthGovernor) Metrics() *Metrics { return &g.metrics }
 // grant or at EOF.
 func (g *BandwidthGovernor) Close() { g.closed.Store(true) }
 
+// Unpaced reports whether the governor sets no cap: its readers then only
+// guard, count and check closure, which a stream may do itself (ADR 020).
+func (g *BandwidthGovernor) Unpaced() bool { return g.perRequest == 0 && g.global == nil }
+
 // Closed reports whether Close was called.
 func (g *BandwidthGovernor) Closed() bool { return g.closed.Load() }
 

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/protocol"
@@ -299,17 +301,46 @@ func (m *Media) Open(ctx context.Context, id int64, offset, length int64) (io.Re
 		_ = f.Close()
 		return nil, fmt.Errorf("localfs: blob %d is %d bytes, cannot read %d bytes at %d", id, size, length, offset)
 	}
-	return &rangeReader{ctx: ctx, f: f, sr: io.NewSectionReader(f, offset, length), left: length, id: id}, nil
+	return &rangeReader{ctx: ctx, f: f, sr: io.NewSectionReader(f, offset, length), off: offset, left: length, id: id}, nil
 }
 
-// rangeReader streams a section of a blob file.
+// rangeReader streams a section of a blob file: by Read, or handed to a
+// network writer by SendTo (sendfile).
 type rangeReader struct {
 	ctx  context.Context
 	f    *os.File
 	sr   *io.SectionReader
+	off  int64 // the section's start in the file
 	left int64
 	id   int64
 }
+
+// observe, if set (tests), sees the bytes of every Read ("read"), of every
+// SendTo ("sent": handed to the writer as the file) and, of those, the ones
+// the writer read from the file instead of sending it by sendfile ("copied").
+var observe atomic.Pointer[func(id int64, ev string, n int64)]
+
+func observed(id int64, ev string, n int64) {
+	if h := observe.Load(); h != nil {
+		(*h)(id, ev, n)
+	}
+}
+
+// sendFile is the file as SendTo hands it over: net's sendfile reaches its
+// descriptor (syscall.Conn), and what a writer reads from it instead
+// (net/http's first 512 bytes, or everything without sendfile) is observed.
+type sendFile struct {
+	f  *os.File
+	id int64
+}
+
+func (s sendFile) Read(p []byte) (int, error) {
+	n, err := s.f.Read(p)
+	observed(s.id, "copied", int64(n))
+	return n, err
+}
+
+func (s sendFile) SyscallConn() (syscall.RawConn, error) { return s.f.SyscallConn() }
 
 func (r *rangeReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
@@ -317,6 +348,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	}
 	n, err := r.sr.Read(p)
 	r.left -= int64(n)
+	observed(r.id, "read", int64(n))
 	if err == io.EOF && r.left > 0 {
 		// The file shrank under us: never let a short body look complete.
 		return n, fmt.Errorf("localfs: read blob %d: %w", r.id, io.ErrUnexpectedEOF)
@@ -325,6 +357,42 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 		return n, fmt.Errorf("localfs: read blob %d: %w", r.id, err)
 	}
 	return n, err
+}
+
+// SendTo implements protocol.FileSender: it hands dst at most max bytes of
+// the section as the file itself (an io.LimitedReader of the file at the
+// right offset), which net/http's connection sends with sendfile. The file's
+// own offset is set for each call (Read uses pread and never moves it). A
+// file that ends before the section does is an error, as for Read.
+func (r *rangeReader) SendTo(dst io.ReaderFrom, max int64) (int64, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("localfs: send blob %d: %w", r.id, err)
+	}
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	pos := r.off + r.sr.Size() - r.left
+	if _, err := r.f.Seek(pos, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("localfs: send blob %d: %w", r.id, err)
+	}
+	want := min(max, r.left)
+	n, err := dst.ReadFrom(&io.LimitedReader{R: sendFile{f: r.f, id: r.id}, N: want})
+	r.left -= n
+	// Keep Read's view in step, should the caller mix both.
+	if _, serr := r.sr.Seek(r.sr.Size()-r.left, io.SeekStart); serr != nil && err == nil {
+		err = serr
+	}
+	observed(r.id, "sent", n)
+	switch {
+	case err != nil:
+		return n, fmt.Errorf("localfs: send blob %d: %w", r.id, err)
+	case n < want:
+		// The file shrank under us: never let a short body look complete.
+		return n, fmt.Errorf("localfs: send blob %d: %w", r.id, io.ErrUnexpectedEOF)
+	case r.left == 0:
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func (r *rangeReader) Close() error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
@@ -236,7 +237,12 @@ func (s *Store) OpenSegments(ctx context.Context, segs []Segment, gov *throttle.
 	if s.pinsLosable {
 		mode = GuardAlways
 	}
-	return GuardedStream(ctx, stream, gov, mode), false, nil
+	return GuardedStream(ctx, stream, gov, mode, anyFile(segs)), false, nil
+}
+
+// anyFile reports whether a segment's content is a file (sendfile may serve it).
+func anyFile(segs []Segment) bool {
+	return slices.ContainsFunc(segs, func(s Segment) bool { return s.Blob.Tier == store.TierLocal })
 }
 
 // segBlob says which blob a segment streams and whether it needs a pin:

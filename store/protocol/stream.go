@@ -218,14 +218,129 @@ func (m *PinnedSegments[S]) Close() error {
 
 // GuardedStream wraps a PinnedSegments for a response: paced by gov (if not
 // nil) and guarded by the stream's pins as mode says; Close closes the stream
-// (releasing its pin) exactly once.
-func GuardedStream[S any](ctx context.Context, src *PinnedSegments[S], gov *throttle.BandwidthGovernor, mode GuardMode) store.Reader {
+// (releasing its pin) exactly once. files says that segments may be files
+// (FileSender): when gov sets no cap, the reader is then also an io.WriterTo
+// that hands them to the writer (sendfile) under the same checks (ADR 020).
+func GuardedStream[S any](ctx context.Context, src *PinnedSegments[S], gov *throttle.BandwidthGovernor, mode GuardMode, files bool) store.Reader {
 	rd := &pinnedReader{src: src, r: src}
+	var guard func() error
 	switch {
 	case gov != nil:
 		rd.r = gov.NewReader(ctx, src, src.Guard)
+		guard = src.Guard
 	case mode == GuardAlways:
 		rd.r = &checkedReader{src: src, guard: src.Guard}
+		guard = src.Guard
+	}
+	if files && (gov == nil || gov.Unpaced()) {
+		return &sendingStream[S]{pinnedReader: rd, src: src, gov: gov, guard: guard}
 	}
 	return rd
+}
+
+// FileSender is content in a file that can hand the file itself to a writer's
+// ReadFrom, so that net/http's connection sends it with sendfile, never
+// through a Read (store/localfs).
+type FileSender interface {
+	// SendTo sends at most max bytes of what is left by dst.ReadFrom and
+	// returns io.EOF (beside the count) once nothing is left.
+	SendTo(dst io.ReaderFrom, max int64) (int64, error)
+}
+
+// sendSlice is the most bytes sent between two checks: the governor's
+// quantum, so a stream is guarded as often as a Read-served one.
+const sendSlice = throttle.DefaultQuantum
+
+// sendingStream is an unpaced response stream whose file segments go to the
+// writer by sendfile. Its checks are those of the Read path (ADR 004, 020):
+// ctx, the governor's closure and the guard before the first slice and
+// before every further one, and once more at the end; the pins (one per
+// blob, taken as the stream reaches it) and Close are PinnedSegments' own.
+type sendingStream[S any] struct {
+	*pinnedReader
+	src   *PinnedSegments[S]
+	gov   *throttle.BandwidthGovernor // nil or without caps
+	guard func() error                // nil: none
+}
+
+// WriteTo implements io.WriterTo. Segments that are not files, and every
+// segment when dst is not an io.ReaderFrom, are copied through the guarded
+// Read path. Errors are sticky (the stream's).
+func (s *sendingStream[S]) WriteTo(dst io.Writer) (int64, error) {
+	rf, ok := dst.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(dst, struct{ io.Reader }{s.pinnedReader})
+	}
+	m := s.src
+	var total int64
+	for {
+		if err := s.check(); err != nil {
+			m.err = err
+			return total, err
+		}
+		if m.err != nil {
+			return total, m.err
+		}
+		if m.cur == nil {
+			if len(m.segs) == 0 {
+				return total, nil // checked above, after the last bytes
+			}
+			if err := m.advance(); err != nil {
+				m.err = err
+				return total, err
+			}
+		}
+		fs, isFile := m.cur.(FileSender)
+		var n int64
+		var err error
+		if isFile {
+			n, err = fs.SendTo(rf, sendSlice)
+		} else {
+			n, err = s.copySegment(dst)
+		}
+		total += n
+		if s.gov != nil {
+			s.gov.Metrics().PacedBytes.Add(n)
+		}
+		if errors.Is(err, io.EOF) {
+			cerr := m.cur.Close()
+			m.cur = nil
+			if cerr != nil {
+				m.err = fmt.Errorf("close part reader: %w", cerr)
+			}
+			continue
+		}
+		if err != nil {
+			m.err = err
+			return total, err
+		}
+	}
+}
+
+// copySegment copies the rest of the current segment through the guard, by
+// Read, and returns io.EOF when it is done.
+func (s *sendingStream[S]) copySegment(dst io.Writer) (int64, error) {
+	var r io.Reader = struct{ io.Reader }{s.src.cur}
+	if s.guard != nil {
+		r = &checkedReader{src: r, guard: s.guard}
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{dst}, r, make([]byte, sendSlice))
+	if err == nil {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// check is what the Read path checks per quantum and at EOF.
+func (s *sendingStream[S]) check() error {
+	if err := s.src.ctx.Err(); err != nil {
+		return fmt.Errorf("send object: %w", err)
+	}
+	if s.gov != nil && s.gov.Closed() {
+		return throttle.ErrClosed
+	}
+	if s.guard != nil {
+		return s.guard()
+	}
+	return nil
 }
