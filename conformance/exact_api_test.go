@@ -370,6 +370,11 @@ func eaNoSuchBucketFirst(t *testing.T, cl *s3.Client) {
 			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: gone, Key: aws.String("k"), Body: strings.NewReader("x"), IfMatch: aws.String(`"x"`)})
 			return err
 		}},
+		{"PutObject bad Content-MD5", func() error { // the bucket is answered before the body is judged
+			_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: gone, Key: aws.String("k"), Body: strings.NewReader("x"),
+				ContentMD5: aws.String("1B2M2Y8AsgTpgAmY7PhCfg==")})
+			return err
+		}},
 		{"GetObjectAttributes", func() error {
 			_, err := cl.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: gone, Key: aws.String("k"), ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag}})
 			return err

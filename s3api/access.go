@@ -164,6 +164,12 @@ func (ac *access) authorize(rq *request) error {
 		// AWS tells anyone that a bucket does not exist.
 		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
 	}
+	if err == nil && missing && rq.op == "PutObject" {
+		// A small put learns of a missing bucket from the object row's
+		// foreign key, after its body was read and judged (ADR 002): answer
+		// as AWS does, before the body, when the bucket read already says so.
+		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
+	}
 	return err
 }
 
