@@ -122,6 +122,7 @@ func TestReadCompleteRequest(t *testing.T) {
 	}{
 		{"valid", bytes.NewReader(valid), 8 << 20, nil, 3, 0},
 		{"10,000 parts", bytes.NewReader(completeBody(store.MaxPartNumber)), 8 << 20, nil, store.MaxPartNumber, 0},
+		{"17 nested elements, then many more", strings.NewReader("<CompleteMultipartUpload>" + strings.Repeat("<a>", maxXMLDepth) + strings.Repeat("</a>", maxXMLDepth) + strings.Repeat("<b/>", 1<<20)), 8 << 20, errMalformedXML, 0, 64 << 10},
 		{"1,000,000 nested elements", bytes.NewReader(nested(1_000_000)), 8 << 20, errMalformedXML, 0, 64 << 10},
 		{"too many elements", bytes.NewReader(append([]byte("<CompleteMultipartUpload>"), bytes.Repeat([]byte("<a/>"), 2_000_000)...)), 8 << 20, errMalformedXML, 0, 1 << 20},
 		{"one huge token", strings.NewReader("<CompleteMultipartUpload>" + strings.Repeat("x", 4<<20)), 8 << 20, errMalformedXML, 0, 512 << 10},

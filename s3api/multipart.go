@@ -208,7 +208,7 @@ func readCompleteRequest(rq *request, limit int64) ([]store.CompletePart, error)
 	// Scan on to the first error (the end of the body at best), as readBody
 	// does whatever the document holds, so that the limits apply throughout.
 	var serr error
-	for serr == nil {
+	for serr == nil && !errors.Is(perr, errXMLLimit) {
 		_, serr = src.Token()
 	}
 	if errors.Is(perr, errXMLLimit) || errors.Is(serr, errXMLLimit) || errors.Is(tb.err, errXMLLimit) {
