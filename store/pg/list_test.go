@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/s3gate/s3gate/store/storetest"
 )
@@ -38,19 +37,8 @@ func (s *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBa
 // countStatements moves the engine to a pool that counts its statements.
 func countStatements(tb testing.TB, v *env) *statementCounter {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(v.dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var c statementCounter
-	cfg.ConnConfig.Tracer = &c
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	old := v.e.pool
-	v.e.pool = pool
-	tb.Cleanup(func() { v.e.pool = old; pool.Close() })
+	tracePool(tb, v, &c)
 	return &c
 }
 
