@@ -149,23 +149,31 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		"$N", fmt.Sprintf("$%d::text", n+3), "$L", fmt.Sprintf("$%d::int", n+4),
 		"$T", fmt.Sprintf("$%d::text", n+5), "$U", fmt.Sprintf("$%d::text", n+6))
 	// hit finds a gap's first row under a common prefix and its position,
-	// reading at most the limit; the rows before it have smaller keys (the
+	// reading at most the rows the page has room for (the limit less the
+	// total before the gap); the rows before it have smaller keys (the
 	// rank: the uploads or versions of one key share it). It is ordered by
 	// key, which the planner sees the window's rows follow, so the step
 	// stops at its hit; ordered by rn, it sorted every row up to the limit.
-	hit := func(loX, loI string) string {
+	// The room is a column of the outer row, not a constant: the planner
+	// then takes the LIMIT to cut the scan short and seeks the index in
+	// key order even where its statistics are stale or missing (a bucket
+	// filled since the last ANALYZE); with the constant limit it read and
+	// sorted every row of the bucket after the gap's bound, at each step.
+	// (OFFSET 0 keeps the first gap's zero a column: the planner folds a
+	// one-row VALUES into a constant.)
+	hit := func(loX, loI, total string) string {
 		return `SELECT t.key, t.rn FROM (SELECT k.key, rank() OVER (ORDER BY k.key) AS rn FROM (
 			SELECT o.key FROM ` + t.table + ` o WHERE o.bucket = $1 AND o.key > ` + loX + ` AND o.key >= ` + loI + `BOUND
-			ORDER BY o.key LIMIT $L) k) t
+			ORDER BY o.key LIMIT $L - ` + total + `) k) t
 			WHERE strpos(substr(t.key, $P + 1), $D) > 0 ORDER BY t.key LIMIT 1`
 	}
 	query := `WITH RECURSIVE gaps(lo_x, lo_i, take, hit, total) AS (
 		SELECT $2::text COLLATE "C", $3::text COLLATE "C", h.rn, h.key, coalesce(h.rn, $L)
-		FROM (VALUES (1)) one LEFT JOIN LATERAL (` + hit("$2::text", "$3::text") + `) h ON true
+		FROM (SELECT 0 AS total OFFSET 0) one LEFT JOIN LATERAL (` + hit("$2::text", "$3::text", "one.total") + `) h ON true
 		UNION ALL
 		SELECT '', s.nx, h.rn, h.key, g.total + coalesce(h.rn, $L)
 		FROM gaps g CROSS JOIN LATERAL (SELECT left(g.hit, $P + strpos(substr(g.hit, $P + 1), $D) - 1) || $N AS nx) s
-		LEFT JOIN LATERAL (` + hit("''", "s.nx") + `) h ON true
+		LEFT JOIN LATERAL (` + hit("''", "s.nx", "g.total") + `) h ON true
 		WHERE g.hit IS NOT NULL AND g.total < $L
 	)
 	` + head + `SELECT o.* FROM gaps g CROSS JOIN LATERAL (
