@@ -39,9 +39,14 @@ func unquoteETag(etag string) string {
 
 // writeXML answers 200 with v as the XML body.
 func writeXML(rq *request, v any) error {
-	body, err := xml.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("marshal %T: %w", v, err)
+	var body []byte
+	if a, ok := v.(xmlAppender); ok {
+		body = a.appendXML(make([]byte, 0, 64<<10))
+	} else {
+		var err error
+		if body, err = xml.Marshal(v); err != nil {
+			return fmt.Errorf("marshal %T: %w", v, err)
+		}
 	}
 	h := rq.w.Header()
 	h.Set("Content-Type", "application/xml")
@@ -194,9 +199,14 @@ func decodeXML(data []byte, v any) error {
 // escaping, with "/" left readable and a space as "%20" (QueryEscape's "+"
 // would decode as a literal "+" in clients that path-unescape; a literal "+"
 // is already "%2B").
-func s3URLEncode(s string) string {
-	return strings.NewReplacer("%2F", "/", "+", "%20").Replace(url.QueryEscape(s))
-}
+func s3URLEncode(s string) string { return s3URLFixes.Replace(url.QueryEscape(s)) }
+
+// s3URLFixes turns url.QueryEscape's form into S3's: built once, not per key.
+var s3URLFixes = strings.NewReplacer("%2F", "/", "+", "%20")
+
+// xmlAppender is an answer that writes its own XML, byte for byte what
+// xml.Marshal writes (listing pages: no reflection per entry).
+type xmlAppender interface{ appendXML(b []byte) []byte }
 
 // encoder applies encoding-type=url when requested.
 type encoder bool

@@ -134,11 +134,17 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		return `(SELECT key FROM (SELECT key FROM ` + t.table + ` WHERE bucket = ?1 AND key >= ` + lo + ` AND key IS NOT ` + skip + ` AND key < {to}
 			ORDER BY key LIMIT ?8) WHERE instr(substr(key, ?5 + 1), ?6) > 0 LIMIT 1)`
 	}
-	next := `substr(hit, 1, ?5 + instr(substr(hit, ?5 + 1), ?6) - 1) || ?7`
-	query := `WITH RECURSIVE gaps(n, lo, skip, hit) AS (
-		SELECT 1, ?2, ?3, ` + hit("?2", "?3") + `
+	next := `substr(g.hit, 1, ?5 + instr(substr(g.hit, ?5 + 1), ?6) - 1) || ?7`
+	// filled is the page's rows before a gap: every earlier gap's rows and
+	// hit. The walk stops after the gap that fills the page, so a page of
+	// many gaps reads a few pages of rows (it went on to the limit's
+	// number of gaps, each read up to the limit: a page squared).
+	query := `WITH RECURSIVE gaps(n, lo, skip, hit, filled) AS (
+		SELECT 1, ?2, ?3, ` + hit("?2", "?3") + `, 0
 		UNION ALL
-		SELECT n + 1, ` + next + `, NULL, ` + hit(next, "NULL") + ` FROM gaps WHERE hit IS NOT NULL AND n < ?8
+		SELECT g.n + 1, ` + next + `, NULL, ` + hit(next, "NULL") + `,
+			g.filled + 1 + (SELECT count(*) FROM ` + t.table + ` WHERE bucket = ?1 AND key >= g.lo AND key IS NOT g.skip AND key < g.hit)
+		FROM gaps g WHERE g.hit IS NOT NULL AND g.n < ?8 AND g.filled < ?8
 	)
 	SELECT * FROM (` + head + `
 		SELECT ` + t.cols + ` FROM gaps g CROSS JOIN ` + t.table + ` o

@@ -129,6 +129,11 @@ func ListObjects(p store.ListParams, fetch FetchObjects) (store.ListResult, erro
 		if len(batch) < limit {
 			c.Done = true // the interval holds nothing beyond this batch
 		}
+		if res.Objects == nil {
+			// One allocation for the page, not a growing copy of its
+			// entries: most pages are their first batch.
+			res.Objects = make([]store.ObjectInfo, 0, min(len(batch), maxKeys))
+		}
 		for _, o := range batch {
 			if lastCP != "" && strings.HasPrefix(o.Key, lastCP) {
 				continue // under the prefix just returned: the fetch did not skip it
