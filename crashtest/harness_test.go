@@ -182,7 +182,9 @@ var orphanQueries = []struct{ what, sql string }{
 	{"unreferenced blob rows", `SELECT count(*) FROM blobs b
 		WHERE NOT EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
 		  AND NOT EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
-		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)`},
+		  AND NOT EXISTS (SELECT 1 FROM upload_parts u WHERE u.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
+		  AND NOT EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id)`},
 	{"unreferenced large objects", `SELECT count(*) FROM pg_largeobject_metadata m
 		WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.lo_oid = m.oid)`},
 	{"chunk rows without a blob", `SELECT count(*) FROM blob_chunks c
