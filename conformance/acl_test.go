@@ -32,6 +32,7 @@ func TestACLs(t *testing.T) {
 		t.Run("Objects", func(t *testing.T) { testObjectACLs(t, gw, root) })
 		t.Run("Ownership", func(t *testing.T) { testOwnershipControls(t, gw, root) })
 		t.Run("PutObjectAclRace", func(t *testing.T) { testObjectACLRace(t, root) })
+		t.Run("VersionACLs", func(t *testing.T) { testVersionACLs(t, gw, root) })
 		if c.Engine == testgw.Embedded { // the cli's requests do not depend on the engine
 			t.Run("AWSCLI", func(t *testing.T) { testACLCLI(t, gw, root) })
 		}
@@ -337,4 +338,39 @@ func testObjectACLRace(t *testing.T, root *s3.Client) {
 			t.Fatalf("round %d: body %q with Content-Type %q: an ACL write gave the new object the old one's metadata", i, body, ct)
 		}
 	}
+}
+
+// testVersionACLs: on a versioned bucket each version has its own ACL, and a
+// request that names a version is judged by that version's: an old
+// public-read version stays readable anonymously by its id under a private
+// latest one, and the reverse.
+func testVersionACLs(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
+	ctx := testCtx(t, time.Minute)
+	b := aclBucket(t, root, "aclv")
+	if _, err := root.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(b),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatalf("PutBucketVersioning: %v", err)
+	}
+	put := func(body string, acl types.ObjectCannedACL) string {
+		t.Helper()
+		out, err := root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("k"), Body: strings.NewReader(body), ACL: acl})
+		if err != nil {
+			t.Fatalf("PutObject %s: %v", acl, err)
+		}
+		return aws.ToString(out.VersionId)
+	}
+	pub := put("public one", types.ObjectCannedACLPublicRead)
+	priv := put("private two", types.ObjectCannedACLPrivate)
+	wantAnon(t, gw, b+"/k", http.StatusForbidden, "AccessDenied")
+	wantAnon(t, gw, b+"/k?versionId="+pub, http.StatusOK, "")
+	wantAnon(t, gw, b+"/k?versionId="+priv, http.StatusForbidden, "AccessDenied")
+	if _, err := root.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(b), Key: aws.String("k"), VersionId: aws.String(pub), ACL: types.ObjectCannedACLPrivate}); err != nil {
+		t.Fatalf("PutObjectAcl by version: %v", err)
+	}
+	if _, err := root.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(b), Key: aws.String("k"), ACL: types.ObjectCannedACLPublicRead}); err != nil {
+		t.Fatalf("PutObjectAcl of the latest: %v", err)
+	}
+	wantAnon(t, gw, b+"/k", http.StatusOK, "")
+	wantAnon(t, gw, b+"/k?versionId="+priv, http.StatusOK, "")
+	wantAnon(t, gw, b+"/k?versionId="+pub, http.StatusForbidden, "AccessDenied")
 }

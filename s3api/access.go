@@ -91,7 +91,7 @@ type decision struct {
 	bucketACL *store.ACL
 	// objectACL reads an object's ACL (nil: none, or no such object), for
 	// the decisions an ACL may grant.
-	objectACL func(bucket, key string) (*store.ACL, error)
+	objectACL func(bucket, key, versionID string) (*store.ACL, error)
 }
 
 // lockoutOps are the bucket policy operations the owner may always run, a
@@ -209,14 +209,17 @@ func (ac *access) loadBucket(ctx context.Context, rq *request, g *decision) (mis
 	if g.bucketACL, err = parseStoredACL(cfgs[store.BucketConfigACL]); err != nil {
 		return false, fmt.Errorf("bucket acl of %q: %w", rq.bucket, err)
 	}
-	g.objectACL = func(bucket, key string) (*store.ACL, error) {
+	g.objectACL = func(bucket, key, versionID string) (*store.ACL, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), lookupTimeout)
 		defer cancel()
-		info, _, rd, err := ac.st.GetObject(ctx, bucket, key, store.GetOptions{}, true)
+		// The version the request names has its own ACL (S3 keeps one per
+		// version); "" is the latest.
+		info, _, rd, err := ac.st.GetObject(ctx, bucket, key, store.GetOptions{VersionID: versionID}, true)
 		if rd != nil {
 			_ = rd.Close() // head=true opens nothing
 		}
-		if errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) {
+		if errors.Is(err, store.ErrNoSuchKey) || errors.Is(err, store.ErrNoSuchBucket) ||
+			errors.Is(err, store.ErrNoSuchVersion) || errors.Is(err, store.ErrDeleteMarker) {
 			return nil, nil
 		}
 		if err != nil {
@@ -338,15 +341,15 @@ func (g *decision) decideVersion(op, bucket, key, vid string) error {
 	}
 	// An ACL grant counts as an Allow (AWS's evaluation); it is read last,
 	// so that requests a policy decides read no object.
-	if ok, err := g.aclAllows(action, bucket, key); err != nil || ok {
+	if ok, err := g.aclAllows(action, bucket, key, vid); err != nil || ok {
 		return err
 	}
 	return fmt.Errorf("%w: no policy or ACL allows %s on %s", ErrAccessDenied, action, req.Resource)
 }
 
-// aclAllows reports whether the bucket's or the object's ACL gives the
-// permission action needs.
-func (g *decision) aclAllows(action, bucket, key string) (bool, error) {
+// aclAllows reports whether the bucket's or the object's ACL (of version vid
+// when the request names one) gives the permission action needs.
+func (g *decision) aclAllows(action, bucket, key, vid string) (bool, error) {
 	anon, ignore := g.principal.Anonymous, g.bpa.IgnorePublicAcls
 	if perm, ok := bucketACLPerms[action]; ok && aclGrants(g.bucketACL, anon, g.principal.Key, perm, ignore) {
 		return true, nil
@@ -355,7 +358,7 @@ func (g *decision) aclAllows(action, bucket, key string) (bool, error) {
 	if !ok || key == "" || g.objectACL == nil {
 		return false, nil
 	}
-	acl, err := g.objectACL(bucket, key)
+	acl, err := g.objectACL(bucket, key, vid)
 	if err != nil {
 		return false, err
 	}
