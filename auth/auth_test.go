@@ -247,6 +247,58 @@ func TestPayloadHashMismatch(t *testing.T) {
 	}
 }
 
+// TestTakeSignedSHA256 checks the hand-over of a signed payload check: only a
+// body not yet read, of a request that signed its payload's SHA-256, hands
+// it over; it then passes every byte through unchecked (the caller checks),
+// while a body that hands nothing over keeps its own check.
+func TestTakeSignedSHA256(t *testing.T) {
+	real, other := []byte("the real body"), []byte("another body")
+	for _, tc := range []struct {
+		name     string
+		payload  string
+		readOne  bool   // read a byte before the hand-over
+		want     []byte // the content whose SHA-256 is handed over; nil: none
+		readCode string // the error code of reading the rest
+	}{
+		{name: "signed, right hash", payload: sha256Hex256(real), want: real},
+		{name: "signed, wrong hash: the caller checks", payload: sha256Hex256(other), want: other},
+		{name: "signed, already read: auth checks", payload: sha256Hex256(other), readOne: true, readCode: CodeXAmzContentSHA256Mismatch},
+		{name: "unsigned", payload: unsignedPayload},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := headerCase{method: "PUT", key: "obj", body: real, payload: tc.payload}
+			res, err := newVerifier(t0).Verify(overTheWire(t, signHeader(t, c, testSK, t0)))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			var head []byte
+			if tc.readOne {
+				head = make([]byte, 1)
+				if _, err := io.ReadFull(res.Body, head); err != nil {
+					t.Fatalf("first byte: %v", err)
+				}
+			}
+			got := TakeSignedSHA256(res.Body)
+			switch {
+			case tc.want == nil && got != nil:
+				t.Fatalf("handed over %x, want nothing", *got)
+			case tc.want != nil && (got == nil || *got != sha256.Sum256(tc.want)):
+				t.Fatalf("handed over %v, want the SHA-256 of %q", got, tc.want)
+			}
+			if again := TakeSignedSHA256(res.Body); again != nil {
+				t.Fatalf("handed over twice")
+			}
+			b, code := readBody(t, res)
+			if code != tc.readCode {
+				t.Fatalf("read code = %q, want %q", code, tc.readCode)
+			}
+			if code == "" && string(append(head, b...)) != string(real) {
+				t.Fatalf("body = %q", append(head, b...))
+			}
+		})
+	}
+}
+
 func TestAnonymous(t *testing.T) {
 	req := overTheWire(t, mustRequest(t, "PUT", "http://"+testHost+"/bucket/key", "abc"))
 	res, err := newVerifier(t0).Verify(req)

@@ -104,23 +104,48 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 // with the signed value: a mismatch replaces io.EOF.
 type sha256Reader struct {
 	src  io.ReadCloser
-	h    hash.Hash
+	h    hash.Hash // nil once TakeSignedSHA256 took the check over
 	want [sha256.Size]byte
+	read bool  // a Read happened: the check can no longer be handed over
 	err  error // sticky
+}
+
+// TakeSignedSHA256 hands the check of a signed payload hash over to the
+// caller, for a consumer that computes the body's SHA-256 anyway (the object
+// put path): if body is a Result's Body for x-amz-content-sha256: <hex> and
+// nothing was read from it yet, it stops hashing and returns the signed
+// value, which the caller must then compare with the SHA-256 of everything it
+// read, at EOF, before it uses the body. Otherwise (unsigned, chunk-signed,
+// already read) it returns nil and the body keeps checking itself.
+func TakeSignedSHA256(body io.Reader) *[sha256.Size]byte {
+	s, ok := body.(*sha256Reader)
+	if !ok || s.read || s.h == nil {
+		return nil
+	}
+	s.h = nil
+	want := s.want
+	return &want
 }
 
 func (s *sha256Reader) Read(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
+	s.read = true
 	n, err := s.src.Read(p)
-	s.h.Write(p[:n])
+	if s.h != nil {
+		s.h.Write(p[:n])
+	}
 	if err == nil {
 		return n, nil
 	}
 	if !errors.Is(err, io.EOF) {
 		s.err = bodyReadError(err)
 		return n, s.err
+	}
+	if s.h == nil {
+		s.err = io.EOF
+		return n, io.EOF
 	}
 	var sum [sha256.Size]byte
 	if !hashEqual(s.h.Sum(sum[:0]), s.want[:]) {

@@ -100,9 +100,58 @@ func TestBadInput(t *testing.T) {
 		})
 
 		t.Run("PayloadHashMismatch", func(t *testing.T) {
-			status, _, resp := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/payload", Body: body, Payload: sha([]byte("something else"))})
-			wantRawError(t, "PUT with a wrong signed payload hash", status, resp, http.StatusBadRequest, "XAmzContentSHA256Mismatch")
-			objectAbsent(t, c, bucket, "payload")
+			// PutObject and UploadPart check the signed hash in the store's
+			// content SHA-256, inline and above the knee; a wrong Content-MD5
+			// beside it still answers the hash mismatch, found first.
+			large := genBytes(902, 2*mib+3)
+			up, err := c.CreateMultipartUpload(testCtx(t, time.Minute), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("payload-part")})
+			if err != nil {
+				t.Fatalf("CreateMultipartUpload: %v", err)
+			}
+			wrongMD5 := md5.Sum([]byte("not the body"))
+			for _, tc := range []struct {
+				name   string
+				part   bool
+				body   []byte
+				header http.Header
+			}{
+				{"put inline", false, body, nil},
+				{"put large", false, large, nil},
+				{"put large, wrong content-md5 too", false, large, http.Header{"Content-MD5": {base64.StdEncoding.EncodeToString(wrongMD5[:])}}},
+				{"part inline", true, body, nil},
+				{"part large", true, large, nil},
+			} {
+				r := rawReq{Method: http.MethodPut, Path: "/" + bucket + "/payload", Body: tc.body, Header: tc.header, Payload: sha([]byte("something else"))}
+				if tc.part {
+					r.Path = "/" + bucket + "/payload-part"
+					r.Query = url.Values{"partNumber": {"1"}, "uploadId": {aws.ToString(up.UploadId)}}
+				}
+				status, _, resp := doRaw(t, gw, r)
+				wantRawError(t, tc.name+" with a wrong signed payload hash", status, resp, http.StatusBadRequest, "XAmzContentSHA256Mismatch")
+				if !strings.Contains(string(resp), "<Message>The provided &#39;x-amz-content-sha256&#39; header does not match what was computed.</Message>") {
+					t.Fatalf("%s: message: %.400s", tc.name, resp)
+				}
+				objectAbsent(t, c, bucket, "payload")
+				lp, err := c.ListParts(testCtx(t, time.Minute), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String("payload-part"), UploadId: up.UploadId})
+				if err != nil {
+					t.Fatalf("ListParts: %v", err)
+				}
+				if len(lp.Parts) != 0 {
+					t.Fatalf("%s: a part with a wrong signed payload hash was kept: %+v", tc.name, lp.Parts)
+				}
+			}
+			// The right hash, signed, stores the part and the object.
+			for _, part := range []bool{false, true} {
+				r := rawReq{Method: http.MethodPut, Path: "/" + bucket + "/payload", Body: large}
+				if part {
+					r.Path = "/" + bucket + "/payload-part"
+					r.Query = url.Values{"partNumber": {"1"}, "uploadId": {aws.ToString(up.UploadId)}}
+				}
+				if status, _, resp := doRaw(t, gw, r); status != http.StatusOK {
+					t.Fatalf("signed PUT (part %v): HTTP %d: %.400s", part, status, resp)
+				}
+			}
+			readBackSDK(t, c, bucket, "payload", large)
 		})
 
 		t.Run("TamperedChunkSignature", func(t *testing.T) {

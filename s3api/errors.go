@@ -110,6 +110,7 @@ var storeErrors = []struct {
 	{store.ErrEntityTooSmall, &apiError{"EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed object size."}},
 	{store.ErrEntityTooLarge, &apiError{"EntityTooLarge", http.StatusBadRequest, "Your proposed upload exceeds the maximum allowed object size."}},
 	{store.ErrBadDigest, errBadDigest},
+	{store.ErrPayloadSHA256Mismatch, &apiError{"XAmzContentSHA256Mismatch", http.StatusBadRequest, "The provided 'x-amz-content-sha256' header does not match what was computed."}},
 	{store.ErrIncompleteBody, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
 	{store.ErrPreconditionFailed, &apiError{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold"}},
 	{store.ErrNotModified, &apiError{"NotModified", http.StatusNotModified, "Not Modified"}},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -133,12 +134,15 @@ func (m *memStore) DeleteBucket(_ context.Context, name string) error {
 	return nil
 }
 
-// stage reads body like the real store: checks size, Content-MD5 and the
+// stage reads body like the real store: checks the signed payload hash, size, Content-MD5 and the
 // declared checksum, then the trailer.
 func (m *memStore) stage(body io.Reader, opts store.PutOptions) ([]byte, store.Checksum, error) {
 	data, err := io.ReadAll(body)
 	if err != nil {
 		return nil, store.Checksum{}, fmt.Errorf("stage: %w", err)
+	}
+	if w := opts.PayloadSHA256; w != nil && sha256.Sum256(data) != *w {
+		return nil, store.Checksum{}, fmt.Errorf("stage: %w", store.ErrPayloadSHA256Mismatch)
 	}
 	if opts.Size >= 0 && int64(len(data)) < opts.Size {
 		return nil, store.Checksum{}, store.ErrIncompleteBody

@@ -71,6 +71,7 @@ func (a *api) uploadPart(rq *request) error {
 	if err != nil {
 		return err
 	}
+	opts.PayloadSHA256 = signedPayload(rq)
 	info, err := a.st.UploadPart(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), part, rq.body, opts)
 	if err != nil {
 		return fmt.Errorf("upload part %d of %q/%q: %w", part, rq.bucket, rq.key, err)

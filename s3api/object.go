@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/s3gate/s3gate/auth"
 	"github.com/s3gate/s3gate/store"
 )
 
@@ -36,6 +37,7 @@ func (a *api) putObject(rq *request) error {
 	if err := a.precheckWrite(rq, opts); err != nil {
 		return err
 	}
+	opts.PayloadSHA256 = signedPayload(rq)
 	info, err := a.st.PutObject(rq.ctx, rq.bucket, rq.key, rq.body, opts)
 	if err != nil {
 		return fmt.Errorf("put object %q/%q: %w", rq.bucket, rq.key, err)
@@ -50,6 +52,14 @@ func (a *api) putObject(rq *request) error {
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }
+
+// signedPayload hands the check of a signed x-amz-content-sha256 over to the
+// store, which computes the body's SHA-256 anyway (the content address): the
+// body is then hashed once instead of twice. Only the object put paths
+// (PutObject, UploadPart) call it, right before the store reads the body;
+// every other body keeps auth's own check. Nil when the payload is not a
+// signed hash (unsigned, aws-chunked).
+func signedPayload(rq *request) *[32]byte { return auth.TakeSignedSHA256(rq.body.r) }
 
 // precheckWrite fails a conditional PutObject early, before its body is
 // read, when the condition already does not hold: a client sending

@@ -162,6 +162,7 @@ func TestBodyVerification(t *testing.T) {
 		return func() (string, string, error) { return alg, value, err }
 	}
 	errTrailer := errors.New("trailer signature mismatch")
+	goodSHA, badSHA := sha256.Sum256(data), sha256.Sum256(data[1:])
 
 	type want struct {
 		err      error // errors.Is target; nil means success
@@ -203,6 +204,11 @@ func TestBodyVerification(t *testing.T) {
 		{"trailer unknown alg", PutOptions{TrailerChecksum: trailer("MD4", "AAAA", nil)}, want{err: ErrInvalidRequest}},
 		{"trailer error passed on", PutOptions{TrailerChecksum: trailer("", "", errTrailer)}, want{err: errTrailer}},
 		{"trailer absent falls back to requested", PutOptions{ChecksumAlgorithm: AlgCRC32, TrailerChecksum: trailer("", "", nil)}, want{alg: AlgCRC32, val: oracle(AlgCRC32, data)}},
+		{"signed payload sha256 ok", PutOptions{PayloadSHA256: &goodSHA}, want{alg: AlgCRC64NVME, val: oracle(AlgCRC64NVME, data)}},
+		{"signed payload sha256 bad", PutOptions{PayloadSHA256: &badSHA}, want{err: ErrPayloadSHA256Mismatch}},
+		// At EOF, before Finish's digests: what auth's own check answered.
+		{"signed payload sha256 bad before content-md5", PutOptions{PayloadSHA256: &badSHA, ContentMD5: bad[:]}, want{err: ErrPayloadSHA256Mismatch}},
+		{"signed payload sha256 ok, content-md5 bad", PutOptions{PayloadSHA256: &goodSHA, ContentMD5: bad[:]}, want{err: ErrBadDigest}},
 		{"trailer overrides declared", PutOptions{Checksums: map[string]string{AlgCRC32: oracle(AlgCRC32, data)}, TrailerChecksum: trailer(AlgSHA256, oracle(AlgSHA256, data), nil)}, want{alg: AlgSHA256, val: oracle(AlgSHA256, data)}},
 	}
 	for _, tt := range tests {
@@ -220,6 +226,50 @@ func TestBodyVerification(t *testing.T) {
 			}
 			if d.Checksum.Algorithm != tt.want.alg || d.Checksum.Value != tt.want.val {
 				t.Fatalf("checksum = %+v, want %s %s", d.Checksum, tt.want.alg, tt.want.val)
+			}
+		})
+	}
+}
+
+// TestBodyPayloadSHA256 checks the signed payload hash at the body's end:
+// the read that meets EOF fails instead (whatever the reader's read sizes),
+// the failure is sticky, and Finish reports it too.
+func TestBodyPayloadSHA256(t *testing.T) {
+	data := randBytes(3<<20+17, 5) // several large reads and a short tail
+	good, bad := sha256.Sum256(data), sha256.Sum256(append([]byte{0}, data...))
+	for _, tc := range []struct {
+		name string
+		want *[32]byte
+		r    func(io.Reader) io.Reader
+		ok   bool
+	}{
+		{"match", &good, func(r io.Reader) io.Reader { return r }, true},
+		{"match, one byte a read", &good, iotest.OneByteReader, true},
+		{"match, data with EOF", &good, iotest.DataErrReader, true},
+		{"mismatch", &bad, func(r io.Reader) io.Reader { return r }, false},
+		{"mismatch, data with EOF", &bad, iotest.DataErrReader, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBody(tc.r(bytes.NewReader(data)), PutOptions{Size: int64(len(data)), PayloadSHA256: tc.want})
+			got, err := io.ReadAll(b)
+			if tc.ok {
+				if err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("ReadAll: %d bytes, %v", len(got), err)
+				}
+				d, err := b.Finish()
+				if err != nil || d.SHA256 != good {
+					t.Fatalf("Finish: %x, %v", d.SHA256, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrPayloadSHA256Mismatch) {
+				t.Fatalf("ReadAll: %v, want ErrPayloadSHA256Mismatch", err)
+			}
+			if n, err := b.Read(make([]byte, 10)); n != 0 || !errors.Is(err, ErrPayloadSHA256Mismatch) {
+				t.Fatalf("read after the mismatch: %d, %v", n, err)
+			}
+			if _, err := b.Finish(); !errors.Is(err, ErrPayloadSHA256Mismatch) {
+				t.Fatalf("Finish: %v, want ErrPayloadSHA256Mismatch", err)
 			}
 		})
 	}

@@ -36,6 +36,9 @@ var (
 	ErrSlowDown            = errors.New("slow down")                    // a protective cap was hit (503)
 	ErrUnavailable         = errors.New("service unavailable")          // lost session/pin, database down (503)
 	ErrConditionalConflict = errors.New("conditional request conflict") // 409 ConditionalRequestConflict
+	// ErrPayloadSHA256Mismatch: the body's SHA-256 is not the signed
+	// x-amz-content-sha256 (PutOptions.PayloadSHA256).
+	ErrPayloadSHA256Mismatch = errors.New("payload SHA-256 mismatch")
 )
 
 // Content tiers of a blob.
@@ -188,6 +191,12 @@ type PutOptions struct {
 	// trailing checksum (algorithm, base64 value) the client sent, already
 	// verified by auth against its signature where one exists.
 	TrailerChecksum func() (alg, value string, err error)
+	// PayloadSHA256, if set, is the SHA-256 the request signed
+	// (x-amz-content-sha256), whose check the caller handed to the store:
+	// the body's content SHA-256 is computed anyway, so it is compared there,
+	// once, at the body's end (ErrPayloadSHA256Mismatch), before anything is
+	// verified or published.
+	PayloadSHA256 *[32]byte
 	// IfMatch / IfNoneMatch are conditional-write headers ("" when absent).
 	IfMatch     string
 	IfNoneMatch string

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5" //nolint:gosec // S3 ETags are MD5
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ func testFailuresLeaveNothing(t *testing.T, v *Env) {
 	before := v.Content(t)
 	data := Bytes(21, 2<<20+1000)
 	wrongMD5 := md5.Sum([]byte("other")) //nolint:gosec // see import
+	wrongSHA := sha256.Sum256([]byte("other"))
 	whole := func(b []byte) func() io.Reader { return func() io.Reader { return bytes.NewReader(b) } }
 	size := int64(len(data))
 	tests := []struct {
@@ -46,6 +48,9 @@ func testFailuresLeaveNothing(t *testing.T, v *Env) {
 		{"bad content-md5 inline", "k3", whole(data[:100]), store.PutOptions{Size: 100, ContentMD5: wrongMD5[:]}, store.ErrBadDigest, false},
 		{"bad CRC32 large", "k4", whole(data), store.PutOptions{Size: size, Checksums: map[string]string{"CRC32": "AAAAAA=="}}, store.ErrBadDigest, false},
 		{"bad crc32 above knee", "k4", whole(data[:3*Knee]), store.PutOptions{Size: 3 * Knee, Checksums: map[string]string{"crc32": "AAAAAA=="}}, store.ErrBadDigest, false},
+		{"bad payload sha256 large", "k9", whole(data), store.PutOptions{Size: size, PayloadSHA256: &wrongSHA}, store.ErrPayloadSHA256Mismatch, false},
+		{"bad payload sha256 inline", "k9", whole(data[:100]), store.PutOptions{Size: 100, PayloadSHA256: &wrongSHA}, store.ErrPayloadSHA256Mismatch, false},
+		{"bad payload sha256 before bad content-md5", "k9", whole(data), store.PutOptions{Size: size, PayloadSHA256: &wrongSHA, ContentMD5: wrongMD5[:]}, store.ErrPayloadSHA256Mismatch, false},
 		{"short body", "k5", whole(data[:1<<20]), store.PutOptions{Size: size}, store.ErrIncompleteBody, false},
 		{"short body above knee", "k5", whole(data[:3*Knee]), store.PutOptions{Size: 3*Knee + 10}, store.ErrIncompleteBody, false},
 		{"long body inline", "k6", whole(data[:100]), store.PutOptions{Size: 99}, store.ErrInvalidRequest, false},
