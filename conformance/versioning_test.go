@@ -363,6 +363,15 @@ func verCopy(t *testing.T, cl *s3.Client) {
 	if err != nil || aws.ToString(pc.CopySourceVersionId) != v1 {
 		t.Fatalf("UploadPartCopy from a version: %+v %v", pc, err)
 	}
+	// Naming no version, it answers the version it read (the latest), whole
+	// (the part references the blob) or a range (the bytes are copied).
+	for i, rg := range []*string{nil, aws.String("bytes=0-99")} {
+		lc, err := cl.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String(b), Key: aws.String("mp"), UploadId: up.UploadId,
+			PartNumber: aws.Int32(int32(i + 2)), CopySource: aws.String(b + "/src"), CopySourceRange: rg})
+		if err != nil || aws.ToString(lc.CopySourceVersionId) != aws.ToString(re.VersionId) {
+			t.Fatalf("UploadPartCopy of the latest (range %v): %+v %v, want source version %s", aws.ToString(rg), lc, err, aws.ToString(re.VersionId))
+		}
+	}
 	done, err := cl.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(b), Key: aws.String("mp"), UploadId: up.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: pc.CopyPartResult.ETag}}}})
 	if err != nil || len(aws.ToString(done.VersionId)) != 32 {

@@ -130,7 +130,7 @@ func (a *api) uploadPartCopy(rq *request) error {
 	if err != nil {
 		return fmt.Errorf("upload part copy %d of %q/%q: %w", part, rq.bucket, rq.key, err)
 	}
-	if err := a.setCopyVersionHeaders(rq, src, "", ""); err != nil {
+	if err := a.setCopyVersionHeaders(rq, src, "", info.CopySourceVersionID); err != nil {
 		return err
 	}
 	return writeXML(rq, copyPartResult{

@@ -144,6 +144,9 @@ type PartInfo struct {
 	ETag         string // quoted-free hex MD5 of the part
 	LastModified time.Time
 	Checksum     Checksum
+	// CopySourceVersionID is the version of the source UploadPartCopy read
+	// (NullVersion where the source has none); empty for other parts.
+	CopySourceVersionID string
 }
 
 // ObjectInfo is what GET/HEAD/List report about an object.

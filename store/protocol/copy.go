@@ -143,6 +143,7 @@ func (s *Store) UploadPartCopy(ctx context.Context, src store.CopySource, bucket
 		if err != nil {
 			return store.PartInfo{}, wrap(err)
 		}
+		pi.CopySourceVersionID = r.Info.VersionID
 		return pi, nil
 	}
 }
@@ -171,7 +172,7 @@ func (s *Store) referencePart(ctx context.Context, src store.CopySource, u store
 		if r.Blob == nil || !whole || !ckFits {
 			return nil // copy bytes, outside this transaction
 		}
-		pi.Size, pi.ETag = r.Info.Size, r.Info.ETag
+		pi.Size, pi.ETag, pi.CopySourceVersionID = r.Info.Size, r.Info.ETag, r.Info.VersionID
 		if u.ChecksumAlgorithm != "" || r.Info.Checksum.Algorithm == store.AlgCRC64NVME { // the default a no-algorithm upload combines
 			pi.Checksum = store.Checksum{Algorithm: r.Info.Checksum.Algorithm, Value: r.Info.Checksum.Value}
 		}
