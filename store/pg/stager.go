@@ -177,7 +177,17 @@ func (s *pgStaged) Placed() int64 { return 0 }
 // stays for GC's stage reaper.
 func (s *pgStaged) Unstage(ctx context.Context) error {
 	err := s.e.withTx(ctx, func(tx pgx.Tx) error {
-		_, err := content.Unstage(ctx, tx, s.id, -1)
+		found, err := content.Unstage(ctx, tx, s.id, -1)
+		if err != nil || found {
+			return err
+		}
+		// GC's reaper took the stage row while a chunk write of this put was
+		// in flight: that chunk landed after the reaper's delete. The id is
+		// this put's own (a fresh one); without a blob row nothing published
+		// uses it. A publish in flight would have made Unstage wait for its
+		// claim, so this statement's snapshot sees a committed blob row.
+		_, err = tx.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1
+			AND NOT EXISTS (SELECT 1 FROM blobs WHERE id = $1)`, s.id)
 		return err
 	})
 	if err != nil {
