@@ -74,23 +74,27 @@ func fetchUploads(ctx context.Context, q querier, bucket string) protocol.FetchU
 	}
 }
 
-// listTable is what skipScan needs to know of a table it lists: objects or
-// uploads, whose rows are ordered by key (then initiation and id).
+// listTable is what skipScan needs to know of what it lists: objects,
+// uploads or versions, whose rows are ordered by key (then initiation and
+// id, or newest first).
 type listTable struct {
-	table string // the table
-	cols  string // its columns a listing returns, key first
-	hit   string // the same columns for a hit row: the key hit, the rest fillers
-	order string // the rows' order, by position in cols
-	// tail selects cols of the uploads after an upload marker (?9 key, ?10
-	// id), which sort before the cursor's range; "" where there are none.
+	// tables hold the rows: each is searched by its own index on (bucket,
+	// key). (Not one view of their union: SQLite reads a union whole to
+	// search it by a bound of the outer row, or to join it.)
+	tables []string
+	cols   string // the columns a listing returns, key first
+	hit    string // the same columns for a hit row: the key hit, the rest fillers
+	order  string // the rows' order, by position in cols
+	// tail selects cols of the rows after a marker (?9 key, ?10 id), which
+	// sort before the cursor's range; "" where there are none.
 	tail string
 }
 
 var (
 	// Of meta only the storage class: listings show it.
-	objectList = listTable{table: "objects", cols: `key, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`,
+	objectList = listTable{tables: []string{"objects"}, cols: `key, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`,
 		hit: `hit, 0, '', 0, NULL, ''`, order: "1"}
-	uploadList = listTable{table: "uploads", cols: `key, initiated, upload_id, meta, checksum_alg, checksum_type`,
+	uploadList = listTable{tables: []string{"uploads"}, cols: `key, initiated, upload_id, meta, checksum_alg, checksum_type`,
 		hit: `hit, 0, '', '', '', ''`, order: "1, 2, 3",
 		tail: `SELECT key, initiated, upload_id, meta, checksum_alg, checksum_type FROM uploads
 			WHERE bucket = ?1 AND key = ?9 AND (initiated, upload_id) > ((SELECT initiated FROM uploads WHERE upload_id = ?10), ?10)`}
@@ -104,8 +108,8 @@ var (
 // so the rows inside a prefix past its first are never read. The rows are
 // each gap's rows before its hit, the hit's key alone (a common prefix shows
 // nothing else), the last gap's rows up to the limit, and first the rows
-// following tail if it is not nil (uploads only). It returns the statement
-// and all its arguments.
+// following tail if it is not nil (uploads and versions). It returns the
+// statement and all its arguments.
 func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol.Marker, limit int) (string, []any) {
 	// A gap's rows are key >= lo AND key IS NOT skip: one lower bound for
 	// the index search.
@@ -128,11 +132,22 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		head = t.tail + " UNION ALL "
 		args = append(args, tail.Key, tail.ID)
 	}
+	// each joins part of every table with sep.
+	each := func(sep string, part func(table string) string) string {
+		parts := make([]string, len(t.tables))
+		for i, table := range t.tables {
+			parts[i] = part(table)
+		}
+		return strings.Join(parts, sep)
+	}
 	// hit is a gap's first key under a common prefix: the subquery yields
-	// its keys in index order, and the first that rolls up ends the search.
+	// its keys in index order (of several tables, merged: each arm of an
+	// ordered compound reads its index in order), and the first that rolls
+	// up ends the search.
 	hit := func(lo, skip string) string {
-		return `(SELECT key FROM (SELECT key FROM ` + t.table + ` WHERE bucket = ?1 AND key >= ` + lo + ` AND key IS NOT ` + skip + ` AND key < {to}
-			ORDER BY key LIMIT ?8) WHERE instr(substr(key, ?5 + 1), ?6) > 0 LIMIT 1)`
+		return `(SELECT key FROM (` + each(" UNION ALL ", func(table string) string {
+			return `SELECT key FROM ` + table + ` WHERE bucket = ?1 AND key >= ` + lo + ` AND key IS NOT ` + skip + ` AND key < {to}`
+		}) + ` ORDER BY key LIMIT ?8) WHERE instr(substr(key, ?5 + 1), ?6) > 0 LIMIT 1)`
 	}
 	next := `substr(g.hit, 1, ?5 + instr(substr(g.hit, ?5 + 1), ?6) - 1) || ?7`
 	// filled is the page's rows before a gap: every earlier gap's rows and
@@ -143,17 +158,22 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 		SELECT 1, ?2, ?3, ` + hit("?2", "?3") + `, 0
 		UNION ALL
 		SELECT g.n + 1, ` + next + `, NULL, ` + hit(next, "NULL") + `,
-			g.filled + 1 + (SELECT count(*) FROM ` + t.table + ` WHERE bucket = ?1 AND key >= g.lo AND key IS NOT g.skip AND key < g.hit)
+			g.filled + 1 + ` + each(" + ", func(table string) string {
+		return `(SELECT count(*) FROM ` + table + ` WHERE bucket = ?1 AND key >= g.lo AND key IS NOT g.skip AND key < g.hit)`
+	}) + `
 		FROM gaps g WHERE g.hit IS NOT NULL AND g.n < ?8 AND g.filled < ?8
 	)
-	SELECT * FROM (` + head + `
-		SELECT ` + t.cols + ` FROM gaps g CROSS JOIN ` + t.table + ` o
-			WHERE o.bucket = ?1 AND o.key >= g.lo AND o.key IS NOT g.skip AND o.key < g.hit
+	SELECT * FROM (` + head + each(" UNION ALL ", func(table string) string {
+		return `SELECT ` + t.cols + ` FROM gaps g CROSS JOIN ` + table + ` o
+			WHERE o.bucket = ?1 AND o.key >= g.lo AND o.key IS NOT g.skip AND o.key < g.hit`
+	}) + `
 		UNION ALL
 		SELECT ` + t.hit + ` FROM gaps WHERE hit IS NOT NULL
 		UNION ALL
-		SELECT * FROM (SELECT ` + t.cols + ` FROM ` + t.table + ` WHERE bucket = ?1 AND key >= (SELECT lo FROM gaps WHERE hit IS NULL)
-			AND key IS NOT (SELECT skip FROM gaps WHERE hit IS NULL) AND key < {to} ORDER BY ` + t.order + ` LIMIT ?8)
+		` + each(" UNION ALL ", func(table string) string {
+		return `SELECT * FROM (SELECT ` + t.cols + ` FROM ` + table + ` WHERE bucket = ?1 AND key >= (SELECT lo FROM gaps WHERE hit IS NULL)
+			AND key IS NOT (SELECT skip FROM gaps WHERE hit IS NULL) AND key < {to} ORDER BY ` + t.order + ` LIMIT ?8)`
+	}) + `
 	) ORDER BY ` + t.order + ` LIMIT ?8`
 	return strings.ReplaceAll(query, "{to}", to), args
 }

@@ -169,15 +169,13 @@ func (t txn) ReplaceMeta(ctx context.Context, bucket, key string, seq int64, met
 	return nil
 }
 
-// currentCols are the columns of versionRows of the current objects.
+// currentCols are the version columns of the current objects.
 const currentCols = `bucket, key, 9223372036854775807 AS seq, version_id, 0 AS delete_marker,
 		size, etag, last_modified, checksum, meta`
 
-// versionRows is every version of the bucket's keys: the current objects
-// (newest of their key: the largest seq) and the noncurrent versions.
-const versionRows = `(SELECT ` + currentCols + ` FROM objects
-	UNION ALL SELECT bucket, key, seq, version_id, delete_marker, size, etag, last_modified, checksum, meta
-		FROM object_versions)`
+// currentRows are the current objects as versions: the newest of their key
+// (the largest seq).
+const currentRows = `(SELECT ` + currentCols + ` FROM objects)`
 
 // markerSeq is the seq of the version marker (key ?9, version ?10): the
 // versions after it are older. A marker that is the current object, or
@@ -185,8 +183,9 @@ const versionRows = `(SELECT ` + currentCols + ` FROM objects
 const markerSeq = `coalesce((SELECT seq FROM object_versions WHERE bucket = ?1 AND key = ?9 AND version_id = ?10),
 	9223372036854775807)`
 
-// versionList lists versionRows for skipScan, newest first within a key.
-var versionList = listTable{table: versionRows,
+// versionList lists the current objects and the noncurrent versions for
+// skipScan, newest first within a key.
+var versionList = listTable{tables: []string{currentRows, "object_versions"},
 	cols: `key, seq, version_id, delete_marker, size, etag, last_modified, checksum, coalesce(json_extract(meta, '$.sc'), '')`,
 	hit:  `hit, 0, '', 0, 0, '', 0, NULL, ''`, order: "1, 2 DESC",
 	// The versions after a marker are noncurrent (the current object has
