@@ -534,5 +534,5 @@ func (a *api) listMultipartUploads(rq *request) error {
 	for _, cp := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, prefixElem{Prefix: enc.enc(cp)})
 	}
-	return writeXML(rq, out)
+	return writeXML(rq, &out)
 }

@@ -267,5 +267,5 @@ func (a *api) listObjectVersions(rq *request) error {
 	if res.Truncated {
 		out.NextKeyMarker, out.NextVersionIDMarker = enc.enc(res.NextKeyMarker), res.NextVersionIDMarker
 	}
-	return writeXML(rq, out)
+	return writeXML(rq, &out)
 }
