@@ -274,3 +274,38 @@ func BenchmarkListGaps(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListVersionsSkip times a delimiter page of versions and one of
+// uploads over 50 common prefixes of 200 keys each (a version and a delete
+// marker a key, an upload a key).
+func BenchmarkListVersionsSkip(b *testing.B) {
+	e, err := Open(context.Background(), Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.Close() })
+	fillPrefixes(b, e, "prefixes", 10_000)
+	mirrorObjects(b, e, "prefixes")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		list func() (int, error)
+	}{
+		{"versions", func() (int, error) {
+			res, err := e.ListObjectVersions(ctx, "prefixes", store.ListVersionsParams{Delimiter: "/"})
+			return len(res.CommonPrefixes), err
+		}},
+		{"uploads", func() (int, error) {
+			res, err := e.ListMultipartUploads(ctx, "prefixes", store.ListUploadsParams{Delimiter: "/"})
+			return len(res.CommonPrefixes), err
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if n, err := tc.list(); err != nil || n != 50 {
+					b.Fatalf("%d common prefixes, want 50 (%v)", n, err)
+				}
+			}
+		})
+	}
+}

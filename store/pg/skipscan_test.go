@@ -260,3 +260,37 @@ func BenchmarkListSkip(b *testing.B) {
 		}
 	}
 }
+
+// TestListVersionsStatements: a page of versions costs the bucket check and
+// one listing statement, with a delimiter (whatever its prefixes hold) or
+// without, and resumed inside a key.
+func TestListVersionsStatements(t *testing.T) {
+	v := newEnv(t, LargePGChunks)
+	fillSkip(t, v, "vs", "d/", 2_000, false)
+	c := countStatements(t, v)
+	for _, tc := range []struct {
+		name     string
+		p        store.ListVersionsParams
+		versions int
+		prefixes int
+	}{
+		{"delimiter", store.ListVersionsParams{Prefix: "d/", Delimiter: "/"}, 0, 50},
+		{"delimiter-root", store.ListVersionsParams{Delimiter: "/"}, 1, 1},
+		{"page-50", store.ListVersionsParams{Prefix: "d/", MaxKeys: 50}, 50, 0},
+		{"page-1000", store.ListVersionsParams{Prefix: "d/", MaxKeys: 1000}, 1000, 0},
+		// Inside the key's two versions: its delete marker, then the next keys.
+		{"inside-a-key", store.ListVersionsParams{Prefix: "d/", KeyMarker: "d/p00/k000000", VersionIDMarker: "null", MaxKeys: 50}, 50, 0},
+	} {
+		before := c.n.Load()
+		res, err := v.e.ListObjectVersions(context.Background(), "vs", tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Versions) != tc.versions || len(res.CommonPrefixes) != tc.prefixes {
+			t.Errorf("%s: %d versions and %d prefixes, want %d and %d", tc.name, len(res.Versions), len(res.CommonPrefixes), tc.versions, tc.prefixes)
+		}
+		if n := c.n.Load() - before; n > 2 {
+			t.Errorf("%s: %d statements, want at most 2", tc.name, n)
+		}
+	}
+}
