@@ -108,23 +108,25 @@ func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, vers
 		manifest = `NULL::json`
 	}
 	var (
-		r        protocol.Resolved
-		blobID   *int64
-		tier     *string
-		oid      *uint32
-		inline   []byte
-		meta     []byte
-		checksum *store.Checksum
-		parts    []partRow
-		partCnt  int
-		lm       time.Time
+		r       protocol.Resolved
+		blobID  *int64
+		tier    *string
+		oid     *uint32
+		inline  []byte
+		meta    []byte
+		parts   []partRow
+		partCnt int
+		lm      time.Time
 	)
-	query := `SELECT o.size, o.etag, o.meta, o.checksum, o.part_count, o.last_modified,
+	// The checksum's fields come as text: no JSON to decode per GET.
+	query := `SELECT o.size, o.etag, o.meta, coalesce(o.checksum->>'alg', ''), coalesce(o.checksum->>'val', ''),
+			coalesce(o.checksum->>'type', ''), o.part_count, o.last_modified,
 			o.blob_id, b.tier, b.lo_oid, CASE WHEN $3 THEN b.inline_data END,
 			` + manifest + `, ` + cols + `
 		FROM ` + from
 	err := q.QueryRow(ctx, query, args...).Scan(
-		&r.Info.Size, &r.Info.ETag, &meta, &checksum, &partCnt, &lm,
+		&r.Info.Size, &r.Info.ETag, &meta, &r.Info.Checksum.Algorithm, &r.Info.Checksum.Value,
+		&r.Info.Checksum.Type, &partCnt, &lm,
 		&blobID, &tier, &oid, &inline, &parts, &r.Info.VersionID, &r.Info.DeleteMarker, &r.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if versionID != nil {
@@ -143,10 +145,8 @@ func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, vers
 	}
 	r.Info.Bucket, r.Info.Key, r.Info.LastModified = bucket, key, lm
 	if r.Info.DeleteMarker {
+		r.Info.Checksum = store.Checksum{} // a marker answers none
 		return &r, 0, nil
-	}
-	if checksum != nil {
-		r.Info.Checksum = *checksum
 	}
 	if partCnt > 0 && !withManifest {
 		return &r, partCnt, nil
