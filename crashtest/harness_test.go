@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +109,45 @@ func (g *gateway) large() string {
 
 // kill sends SIGKILL and waits for the process to be gone.
 func (g *gateway) kill() { g.Kill(g.t) }
+
+// killDuring runs ops operations concurrently against the gateway, all
+// released at once, and SIGKILLs it as soon as killAt of them were
+// acknowledged; it returns once every operation has ended (the kill fails
+// the rest) and answers how many were acknowledged. op performs operation i
+// under its own deadline and reports whether the gateway acknowledged it; it
+// records what it must prove later itself, before it returns true, so that
+// everything counted is on record when the kill comes.
+func (g *gateway) killDuring(ops int, killAt int64, op func(ctx context.Context, i int) (acked bool)) int64 {
+	g.t.Helper()
+	var nAcked atomic.Int64
+	killNow := make(chan struct{})
+	var once sync.Once
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if op(ctx, i) && nAcked.Add(1) == killAt {
+				once.Do(func() { close(killNow) })
+			}
+		}()
+	}
+	close(start)
+	select {
+	case <-killNow:
+	case <-time.After(5 * time.Minute):
+		g.t.Fatalf("only %d of %d operations acknowledged (hang guard)", nAcked.Load(), ops)
+	}
+	g.kill()
+	wg.Wait()
+	n := nAcked.Load()
+	g.t.Logf("%s: %d of %d operations acknowledged before and around kill -9", g.engine, n, ops)
+	return n
+}
 
 // stop ends the gateway gracefully (SIGTERM), then by force.
 func (g *gateway) stop() { g.Stop() }
@@ -269,6 +310,18 @@ type storeView struct {
 	leftovers func() map[string]int64
 	collect   func() gc.Stats
 	fsck      func() fsck.Report
+}
+
+// collectClean runs one collection and fails the test for every kind of
+// leftover it did not reclaim.
+func (s storeView) collectClean(t *testing.T) {
+	t.Helper()
+	t.Logf("gc: %+v", s.collect())
+	for what, n := range s.leftovers() {
+		if n != 0 {
+			t.Errorf("%d %s after GC", n, what)
+		}
+	}
 }
 
 // inspect runs fn on the gateway's store. PostgreSQL is shared with the

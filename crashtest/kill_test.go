@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -53,41 +51,15 @@ func TestKill9DuringUploads(t *testing.T) {
 			key := func(i int) string { return fmt.Sprintf("obj/%04d", i) }
 
 			var acked sync.Map // key -> sha256
-			var nAcked atomic.Int64
-			killAt := int64(uploads / 3)
-			killNow := make(chan struct{})
-			var once sync.Once
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range uploads {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					body := payload(uint64(i), sizes[i])
-					<-start
-					rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-					defer cancel()
-					_, err := c.PutObject(rctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key(i)),
-						Body: bytes.NewReader(body)})
-					if err != nil {
-						return // unacknowledged: the kill, or refused after it
-					}
-					acked.Store(key(i), sha256.Sum256(body))
-					if nAcked.Add(1) == killAt {
-						once.Do(func() { close(killNow) })
-					}
-				}()
-			}
-			close(start)
-			select {
-			case <-killNow:
-			case <-time.After(5 * time.Minute):
-				t.Fatalf("only %d uploads acknowledged (hang guard)", nAcked.Load())
-			}
-			g.kill()
-			wg.Wait()
-			nAck := nAcked.Load()
-			t.Logf("%s: %d of %d uploads acknowledged before and around kill -9", engine, nAck, uploads)
+			nAck := g.killDuring(uploads, int64(uploads/3), func(ctx context.Context, i int) bool {
+				body := payload(uint64(i), sizes[i])
+				if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key(i)),
+					Body: bytes.NewReader(body)}); err != nil {
+					return false // unacknowledged: the kill, or refused after it
+				}
+				acked.Store(key(i), sha256.Sum256(body))
+				return true
+			})
 
 			g.inspect(func(s storeView) {
 				t.Logf("%s: leftovers after the kill: %s", engine, describe(s.leftovers()))
@@ -122,13 +94,7 @@ func TestKill9DuringUploads(t *testing.T) {
 			verify("after restart")
 
 			g.inspect(func(s storeView) {
-				st := s.collect()
-				t.Logf("%s: gc: %+v", engine, st)
-				for what, n := range s.leftovers() {
-					if n != 0 {
-						t.Errorf("%s: %d %s after GC", engine, n, what)
-					}
-				}
+				s.collectClean(t)
 				if r := s.fsck(); r.BlobsChecked < 1 {
 					t.Errorf("fsck checked no blobs")
 				}

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,54 +77,30 @@ func TestKill9Versioned(t *testing.T) {
 				sum    [32]byte
 			}
 			var acked sync.Map // version id -> ack
-			var nAcked atomic.Int64
-			killAt := int64(ops / 3)
-			killNow := make(chan struct{})
-			var once sync.Once
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range ops {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-					defer cancel()
-					var vid string
-					var a ack
-					if sizes[i] < 0 {
-						out, err := c.DeleteObject(rctx, &s3.DeleteObjectInput{Bucket: bucket, Key: aws.String(key(i))})
-						if err != nil {
-							return // unacknowledged
-						}
-						vid, a = aws.ToString(out.VersionId), ack{key: key(i), marker: true}
-					} else {
-						body := payload(uint64(i), sizes[i])
-						out, err := c.PutObject(rctx, &s3.PutObjectInput{Bucket: bucket, Key: aws.String(key(i)), Body: bytes.NewReader(body)})
-						if err != nil {
-							return
-						}
-						vid, a = aws.ToString(out.VersionId), ack{key: key(i), sum: sha256.Sum256(body)}
+			g.killDuring(ops, ops/3, func(ctx context.Context, i int) bool {
+				var vid string
+				var a ack
+				if sizes[i] < 0 {
+					out, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bucket, Key: aws.String(key(i))})
+					if err != nil {
+						return false // unacknowledged
 					}
-					if vid == "" || vid == "null" {
-						t.Errorf("%s acknowledged with version id %q on a versioned bucket", key(i), vid)
-						return
+					vid, a = aws.ToString(out.VersionId), ack{key: key(i), marker: true}
+				} else {
+					body := payload(uint64(i), sizes[i])
+					out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: aws.String(key(i)), Body: bytes.NewReader(body)})
+					if err != nil {
+						return false
 					}
-					acked.Store(vid, a)
-					if nAcked.Add(1) == killAt {
-						once.Do(func() { close(killNow) })
-					}
-				}()
-			}
-			close(start)
-			select {
-			case <-killNow:
-			case <-time.After(5 * time.Minute):
-				t.Fatalf("only %d operations acknowledged (hang guard)", nAcked.Load())
-			}
-			g.kill()
-			wg.Wait()
-			t.Logf("%s: %d of %d operations acknowledged before and around kill -9", engine, nAcked.Load(), ops)
+					vid, a = aws.ToString(out.VersionId), ack{key: key(i), sum: sha256.Sum256(body)}
+				}
+				if vid == "" || vid == "null" {
+					t.Errorf("%s acknowledged with version id %q on a versioned bucket", key(i), vid)
+					return false
+				}
+				acked.Store(vid, a)
+				return true
+			})
 			g.start()
 
 			verify := func(phase string) {
@@ -201,13 +176,7 @@ func TestKill9Versioned(t *testing.T) {
 			}
 			verify("after restart")
 			g.inspect(func(s storeView) {
-				st := s.collect()
-				t.Logf("%s: gc: %+v", engine, st)
-				for what, n := range s.leftovers() {
-					if n != 0 {
-						t.Errorf("%s: %d %s after GC", engine, n, what)
-					}
-				}
+				s.collectClean(t)
 				s.fsck()
 			})
 			verify("after GC")

@@ -29,14 +29,19 @@ func command(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	orphans := fs.Bool("orphans", false, "also report blob files that no blob row names (large = local, after a restore)")
 	repairFlag := fs.String("repair", "", "repair what the `list` names: "+RepairRemoveMissing+" (delete the objects whose blobs have no bytes, then those blob rows),\n"+
 		RepairRemoveOrphans+" (remove blob files without a row older than the GC grace); comma-separated")
+	bypass := fs.Bool("bypass-governance", false, "with --repair="+RepairRemoveMissing+", also remove objects under a running GOVERNANCE retention;\n"+
+		"a COMPLIANCE retention or a legal hold keeps its object whatever this says")
 	help := gc.Help{
-		Usage:   "fsck [--orphans] [--repair=remove-missing,remove-orphans] [settings]",
+		Usage:   "fsck [--orphans] [--repair=remove-missing,remove-orphans] [--bypass-governance] [settings]",
 		Purpose: "Checks the store: every referenced blob exists and its stored bytes hash to its address; repairs only what --repair names.",
 		About: `It reads the database (and the data directory's files) of the same settings as serve. On
 the embedded default the data directory must not be in use: stop the gateway first.
 Objects whose blobs have no bytes are listed (object-without-bytes); after a restore of
 large = local, --orphans also lists blob files without a row. --repair changes the store only
-as named, then checks again and reports the result (docs/operations.md).
+as named, then checks again and reports the result (docs/operations.md). Object Lock holds
+for it as for a DELETE: an object under a legal hold or a running retention is left in place
+(REPAIR left ... under Object Lock) and keeps its problem, so fsck exits 1; --bypass-governance
+lifts GOVERNANCE retentions only, never COMPLIANCE ones or legal holds.
 Progress goes to stdout on a terminal, to stderr otherwise; problems and the summary go to stdout.
 Exit status: 0 clean (after the repairs, if any), 1 problems found (or the check did not finish), 2 usage or settings error.`,
 		Flags:    fs,
@@ -46,15 +51,20 @@ Exit status: 0 clean (after the repairs, if any), 1 problems found (or the check
 			"s3gate fsck -data-dir /var/lib/s3gate",
 			"S3GATE_DATABASE_URL=postgres://... s3gate fsck > fsck.txt",
 			"s3gate fsck --orphans --repair=remove-missing   # after restoring large = local",
+			"s3gate fsck --repair=remove-missing --bypass-governance   # GOVERNANCE-retained objects too",
 		},
 	}
-	l, code, done := gc.LoadCommand(help, gc.Flags{"orphans": true, "repair": false}, args, environ, stdout, stderr)
+	l, code, done := gc.LoadCommand(help, gc.Flags{"orphans": true, "repair": false, "bypass-governance": true}, args, environ, stdout, stderr)
 	if done {
 		return code
 	}
 	repairs, err := ParseRepairs(*repairFlag)
 	if err != nil {
 		fmt.Fprintf(stderr, "s3gate fsck: --repair: %v\n", err)
+		return gc.ExitUsage
+	}
+	if *bypass && !repairs[RepairRemoveMissing] {
+		fmt.Fprintf(stderr, "s3gate fsck: --bypass-governance applies to --repair=%s only\n", RepairRemoveMissing)
 		return gc.ExitUsage
 	}
 	t, err := gc.OpenTarget(ctx, l.Config)
@@ -79,7 +89,7 @@ Exit status: 0 clean (after the repairs, if any), 1 problems found (or the check
 		return gc.ExitFail
 	}
 	if len(repairs) > 0 && !r.OK() {
-		done, err := Repair(ctx, t.DB, t.Media, r, repairs, time.Duration(l.Config.GCGrace))
+		done, err := Repair(ctx, t.DB, t.Media, r, repairs, RepairOptions{Grace: time.Duration(l.Config.GCGrace), BypassGovernance: *bypass})
 		for _, d := range done {
 			fmt.Fprintln(stdout, "REPAIR", d)
 		}

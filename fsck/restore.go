@@ -2,6 +2,7 @@ package fsck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/s3gate/s3gate/gc"
 	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/embedded"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg"
 )
@@ -38,14 +40,20 @@ const (
 	RepairRemoveOrphans = "remove-orphans"
 )
 
-// referrers is what the restore findings and repairs need of store/pg.
+// referrers is what the restore findings and repairs need of a metadata
+// engine (store/pg, store/embedded).
 type referrers interface {
-	BlobReferrers(ctx context.Context, ids []int64) ([]pg.BlobRef, error)
-	RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64) (bool, error)
+	BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, error)
+	// RemoveObjectWithBlobs refuses, with an error wrapping
+	// store.ErrObjectLocked, a version that Object Lock protects.
+	RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error)
 	RemoveBlobRow(ctx context.Context, id int64) (bool, error)
 }
 
-var _ referrers = (*pg.GC)(nil)
+var (
+	_ referrers = (*pg.GC)(nil)
+	_ referrers = (*embedded.GC)(nil)
+)
 
 // missingContent returns the ids of the blobs whose content is missing.
 func missingContent(r Report) []int64 {
@@ -101,7 +109,7 @@ func restoreFindings(ctx context.Context, db Meta, opts Options, r *Report) erro
 	return nil
 }
 
-func where(ref pg.BlobRef) string {
+func where(ref store.BlobRef) string {
 	switch {
 	case ref.VersionID != "" && ref.Part > 0:
 		return fmt.Sprintf("version %s of object %s/%s part %d", ref.VersionID, ref.Bucket, ref.Key, ref.Part)
@@ -131,15 +139,28 @@ func ParseRepairs(s string) (map[string]bool, error) {
 	return out, nil
 }
 
+// RepairOptions are the settings of Repair.
+type RepairOptions struct {
+	// Grace is GC's: orphan files younger than it may be a put in flight
+	// and stay.
+	Grace time.Duration
+	// BypassGovernance lets RepairRemoveMissing remove a version under a
+	// running GOVERNANCE retention (fsck --bypass-governance), as a DELETE
+	// with x-amz-bypass-governance-retention would. A COMPLIANCE retention
+	// and a legal hold keep their version whatever it says.
+	BypassGovernance bool
+}
+
 // Repair makes the repairs asked for from the findings of r and returns one
-// line per thing it changed or left. grace is GC's: orphan files younger than
-// it may be a put in flight and stay.
-func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, repairs map[string]bool, grace time.Duration) ([]string, error) {
+// line per thing it changed or left. A version that Object Lock protects is
+// never removed by it (ADR 016: the rule of every removal for good decides);
+// it stays, with its finding, and a line says why.
+func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, repairs map[string]bool, opts RepairOptions) ([]string, error) {
 	var done []string
 	if repairs[RepairRemoveMissing] {
 		rf, ok := db.(referrers)
 		if !ok {
-			return nil, fmt.Errorf("--repair=%s needs PostgreSQL metadata", RepairRemoveMissing)
+			return nil, fmt.Errorf("--repair=%s: the metadata engine %T has no repairs", RepairRemoveMissing, db)
 		}
 		ids := missingContent(r)
 		if len(ids) > 0 {
@@ -147,7 +168,8 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 			if err != nil {
 				return done, err
 			}
-			var removed []string
+			var judged []string // objects already removed or left
+			locked := 0
 			for _, ref := range refs {
 				if ref.UploadID != "" {
 					done = append(done, fmt.Sprintf("left %s: abort the upload (or let UPLOAD_EXPIRY reap it)", where(ref)))
@@ -159,17 +181,27 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 					continue
 				}
 				obj := ref.Bucket + "/" + ref.Key
-				if slices.Contains(removed, obj) {
+				if slices.Contains(judged, obj) {
 					continue
 				}
-				ok, err := rf.RemoveObjectWithBlobs(ctx, ref.Bucket, ref.Key, ids)
+				ok, err := rf.RemoveObjectWithBlobs(ctx, ref.Bucket, ref.Key, ids, opts.BypassGovernance)
+				if errors.Is(err, store.ErrObjectLocked) {
+					locked++
+					judged = append(judged, obj)
+					done = append(done, fmt.Sprintf("left object %s under Object Lock: %v", obj, err))
+					continue
+				}
 				if err != nil {
 					return done, err
 				}
 				if ok {
-					removed = append(removed, obj)
+					judged = append(judged, obj)
 					done = append(done, fmt.Sprintf("removed object %s: blob %d has no bytes", obj, ref.BlobID))
 				}
+			}
+			if locked > 0 {
+				done = append(done, fmt.Sprintf("left %d objects without bytes under Object Lock: they stay until their retention ends or their legal hold is released "+
+					"(--bypass-governance lifts a GOVERNANCE retention; nothing lifts COMPLIANCE or a legal hold)", locked))
 			}
 		}
 		for _, id := range ids {
@@ -185,11 +217,11 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 		}
 	}
 	if repairs[RepairRemoveOrphans] && media != nil {
-		n, err := gc.ReapBlobFiles(ctx, db, media, gc.Options{Grace: grace})
+		n, err := gc.ReapBlobFiles(ctx, db, media, gc.Options{Grace: opts.Grace})
 		if err != nil {
 			return done, err
 		}
-		done = append(done, fmt.Sprintf("removed %d orphan blob files older than %s", n, grace))
+		done = append(done, fmt.Sprintf("removed %d orphan blob files older than %s", n, opts.Grace))
 	}
 	return done, nil
 }

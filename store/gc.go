@@ -84,3 +84,13 @@ type StoredBlob struct {
 // Finding is a damaged reference that a metadata engine found: Where names
 // the reference (object bucket/key, part, upload), Detail what is wrong.
 type Finding struct{ Where, Detail string }
+
+// BlobRef is an object, a version or an upload part that references a blob
+// (what fsck's repairs list and remove after a restore).
+type BlobRef struct {
+	BlobID      int64
+	Bucket, Key string // an object (whole or one of its parts)
+	UploadID    string // an upload part instead ("" for objects)
+	Part        int    // the part number, 0 for a whole object
+	VersionID   string // a noncurrent version of the object ("" for the current one)
+}

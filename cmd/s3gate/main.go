@@ -8,7 +8,7 @@
 //	s3gate healthcheck [flags]   exit 0 if the gateway on -metrics-addr is ready, else 1
 //	s3gate admin key ...       manage access keys
 //	s3gate gc          [flags]   reclaim content that nothing references
-//	s3gate fsck        [flags]   check the store, never repair
+//	s3gate fsck        [flags]   check the store; repair only what --repair names
 //	s3gate version               print the version (also --version)
 //	s3gate help [command]        the list of commands, or a command's help
 //

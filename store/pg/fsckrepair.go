@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/s3gate/s3gate/fleet"
+	"github.com/s3gate/s3gate/store"
+	"github.com/s3gate/s3gate/store/protocol"
 )
 
 // The repairs of `s3gate fsck --repair` (package fsck): after the database
@@ -16,18 +18,9 @@ import (
 // objects reference blobs whose bytes are gone. Each repair is its own short
 // transaction under the lock the write paths take.
 
-// BlobRef is an object or an upload part that references a blob.
-type BlobRef struct {
-	BlobID      int64
-	Bucket, Key string // an object (whole or one of its parts)
-	UploadID    string // an upload part instead ("" for objects)
-	Part        int    // the part number, 0 for a whole object
-	VersionID   string // a noncurrent version of the object ("" for the current one)
-}
-
 // BlobReferrers lists the objects, noncurrent versions and upload parts that
 // reference blobs ids.
-func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]BlobRef, error) {
+func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, error) {
 	rows, err := g.db.Query(ctx, `
 		SELECT blob_id, bucket, key, '', 0, '' FROM objects WHERE blob_id = ANY($1)
 		UNION ALL SELECT blob_id, bucket, key, '', part_number, '' FROM object_parts WHERE blob_id = ANY($1)
@@ -40,7 +33,7 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]BlobRef, error) 
 	if err != nil {
 		return nil, fmt.Errorf("blob referrers: %w", err)
 	}
-	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[BlobRef])
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[store.BlobRef])
 	if err != nil {
 		return nil, fmt.Errorf("blob referrers: %w", err)
 	}
@@ -49,16 +42,35 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]BlobRef, error) 
 
 // RemoveObjectWithBlobs deletes object bucket/key (its parts with it) if it
 // still references one of blobs ids, under the object's lock as DELETE
-// takes it. It reports whether it deleted it.
-func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64) (bool, error) {
+// takes it. It reports whether it deleted it. Object Lock decides as for
+// every removal of a version for good (protocol.CheckRemovable, by the
+// database's clock in this transaction): a version it protects stays, and
+// the error wraps store.ErrObjectLocked; bypassGovernance lifts a running
+// GOVERNANCE retention only.
+func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
 		if err := lockXact(ctx, tx, objectLockKey(bucket, key)); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM objects o WHERE o.bucket = $1 AND o.key = $2
+		var vid string
+		err := tx.QueryRow(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = $1 AND o.key = $2
 			AND (o.blob_id = ANY($3) OR EXISTS (SELECT 1 FROM object_parts p
-			     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($3)))`, bucket, key, ids)
+			     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($3)))`, bucket, key, ids).Scan(&vid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // gone, or no longer the object without bytes
+		}
+		if err != nil {
+			return err
+		}
+		l, now, err := (&txn{q: tx, tx: tx}).VersionLock(ctx, bucket, key, vid)
+		if err != nil {
+			return err
+		}
+		if err := protocol.CheckRemovable(l, now, bypassGovernance); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM objects WHERE bucket = $1 AND key = $2 AND version_id = $3`, bucket, key, vid)
 		n = tag.RowsAffected()
 		return err
 	})

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,9 +45,38 @@ func (b blobLoc) loc(size int64) protocol.BlobLoc {
 // is nil, else that version, current or not. Inline bytes of a single-blob
 // object come with it when withInline. forShare keeps the current row (and
 // so its manifest) from changing until the caller's transaction ends.
-func resolveObject(ctx context.Context, q interface {
+func resolveObject(ctx context.Context, q rowQuerier, bucket, key string, versionID *string, withInline, forShare bool) (*protocol.Resolved, error) {
+	if versionID != nil {
+		return resolveRow(ctx, q, bucket, key, versionID, withInline, forShare, true)
+	}
+	// The current object is nearly always a single blob: its statement
+	// leaves the manifest out, whose subplan PostgreSQL would initialize
+	// (and whose tables it would lock) on every execution, run or not. A
+	// multipart object is then resolved again, manifest included, so that
+	// the answer still comes from one statement (one snapshot).
+	r, partCnt, err := resolveRowCount(ctx, q, bucket, key, nil, withInline, forShare, false)
+	if err != nil || partCnt == 0 {
+		return r, err
+	}
+	return resolveRow(ctx, q, bucket, key, nil, withInline, forShare, true)
+}
+
+// rowQuerier runs a statement of one row: the pool or a transaction.
+type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, bucket, key string, versionID *string, withInline, forShare bool) (*protocol.Resolved, error) {
+}
+
+// resolveRow is one resolving statement; withManifest aggregates a
+// multipart object's manifest into it.
+func resolveRow(ctx context.Context, q rowQuerier, bucket, key string, versionID *string, withInline, forShare, withManifest bool) (*protocol.Resolved, error) {
+	r, _, err := resolveRowCount(ctx, q, bucket, key, versionID, withInline, forShare, withManifest)
+	return r, err
+}
+
+// resolveRowCount is resolveRow that also returns the object's part count;
+// without withManifest a multipart object's Resolved has no parts (the
+// caller resolves it again).
+func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, versionID *string, withInline, forShare, withManifest bool) (*protocol.Resolved, int, error) {
 	// A version is the current row when its id matches, else a noncurrent
 	// row (seq > 0) with the manifest in version_parts.
 	from := `objects o LEFT JOIN blobs b ON b.id = o.blob_id WHERE o.bucket = $1 AND o.key = $2`
@@ -73,43 +103,57 @@ func resolveObject(ctx context.Context, q interface {
 		manifest = `CASE WHEN o.seq = 0 THEN ` + manifest + ` ELSE (` + agg + ` FROM version_parts p
 				JOIN blobs pb ON pb.id = p.blob_id WHERE p.seq = o.seq) END`
 	}
+	manifest = `CASE WHEN o.part_count > 0 THEN ` + manifest + ` END`
+	if !withManifest {
+		manifest = `NULL::json`
+	}
 	var (
-		r        protocol.Resolved
-		blobID   *int64
-		tier     *string
-		oid      *uint32
-		inline   []byte
-		checksum *store.Checksum
-		parts    []partRow
-		partCnt  int
-		lm       time.Time
+		r       protocol.Resolved
+		blobID  *int64
+		tier    *string
+		oid     *uint32
+		inline  []byte
+		meta    []byte
+		parts   []partRow
+		partCnt int
+		lm      time.Time
 	)
-	query := `SELECT o.size, o.etag, o.meta, o.checksum, o.part_count, o.last_modified,
+	// The checksum's fields come as text: no JSON to decode per GET.
+	query := `SELECT o.size, o.etag, o.meta, coalesce(o.checksum->>'alg', ''), coalesce(o.checksum->>'val', ''),
+			coalesce(o.checksum->>'type', ''), o.part_count, o.last_modified,
 			o.blob_id, b.tier, b.lo_oid, CASE WHEN $3 THEN b.inline_data END,
-			CASE WHEN o.part_count > 0 THEN ` + manifest + ` END, ` + cols + `
+			` + manifest + `, ` + cols + `
 		FROM ` + from
 	err := q.QueryRow(ctx, query, args...).Scan(
-		&r.Info.Size, &r.Info.ETag, &r.Info.Meta, &checksum, &partCnt, &lm,
+		&r.Info.Size, &r.Info.ETag, &meta, &r.Info.Checksum.Algorithm, &r.Info.Checksum.Value,
+		&r.Info.Checksum.Type, &partCnt, &lm,
 		&blobID, &tier, &oid, &inline, &parts, &r.Info.VersionID, &r.Info.DeleteMarker, &r.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if versionID != nil {
-			return nil, store.ErrNoSuchVersion
+			return nil, 0, store.ErrNoSuchVersion
 		}
-		return nil, store.ErrNoSuchKey
+		return nil, 0, store.ErrNoSuchKey
 	}
 	if err != nil {
-		return nil, fmt.Errorf("resolve object: %w", mapErr(err))
+		return nil, 0, fmt.Errorf("resolve object: %w", mapErr(err))
+	}
+	// Most objects have no metadata: "{}" needs no decoding.
+	if len(meta) > 0 && string(meta) != "{}" {
+		if err := json.Unmarshal(meta, &r.Info.Meta); err != nil {
+			return nil, 0, fmt.Errorf("resolve object: meta: %w", err)
+		}
 	}
 	r.Info.Bucket, r.Info.Key, r.Info.LastModified = bucket, key, lm
 	if r.Info.DeleteMarker {
-		return &r, nil
+		r.Info.Checksum = store.Checksum{} // a marker answers none
+		return &r, 0, nil
 	}
-	if checksum != nil {
-		r.Info.Checksum = *checksum
+	if partCnt > 0 && !withManifest {
+		return &r, partCnt, nil
 	}
 	if partCnt > 0 {
 		if len(parts) != partCnt {
-			return nil, fmt.Errorf("resolve object: manifest has %d parts, object says %d", len(parts), partCnt)
+			return nil, 0, fmt.Errorf("resolve object: manifest has %d parts, object says %d", len(parts), partCnt)
 		}
 		r.Parts = make([]protocol.PartLoc, len(parts))
 		r.Info.Parts = make([]store.PartInfo, len(parts))
@@ -121,15 +165,15 @@ func resolveObject(ctx context.Context, q interface {
 			}
 			r.Info.Parts[i] = pi
 		}
-		return &r, nil
+		return &r, partCnt, nil
 	}
 	if blobID == nil || tier == nil {
-		return nil, errors.New("resolve object: object row without blob")
+		return nil, 0, errors.New("resolve object: object row without blob")
 	}
 	b := blobLoc{ID: *blobID, Tier: *tier, LOOID: oid}.loc(r.Info.Size)
 	b.Inline = inline
 	r.Blob = &b
-	return &r, nil
+	return &r, 0, nil
 }
 
 // openContent opens n bytes at off of a blob outside the row, with the
