@@ -131,7 +131,11 @@ func (c *stmtCount) stop(tb testing.TB, ops int) (float64, bool) {
 		return 0, false
 	}
 	ctx := tb.Context()
-	const q = `SELECT s.calls, s.query FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+	// Per call, for the log: mean execution time (waits on locks included),
+	// WAL records and bytes, shared buffers touched (hit + read).
+	const q = `SELECT s.calls, s.total_exec_time / s.calls, s.wal_records::float8 / s.calls,
+			s.wal_bytes::float8 / s.calls, (s.shared_blks_hit + s.shared_blks_read)::float8 / s.calls, s.query
+		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
 		WHERE d.datname = $1 ORDER BY s.calls DESC`
 	rows, err := c.conn.Query(ctx, q, c.db)
 	if err != nil {
@@ -141,12 +145,14 @@ func (c *stmtCount) stop(tb testing.TB, ops int) (float64, bool) {
 	var top []string
 	for rows.Next() {
 		var calls int64
+		var execMS, walRecs, walBytes, blks float64
 		var query string
-		if err := rows.Scan(&calls, &query); err != nil {
+		if err := rows.Scan(&calls, &execMS, &walRecs, &walBytes, &blks, &query); err != nil {
 			tb.Fatalf("statement count: %v", err)
 		}
 		total += calls
-		top = append(top, fmt.Sprintf("%8.2f/op  %s", float64(calls)/float64(ops), strings.Join(strings.Fields(query), " ")))
+		top = append(top, fmt.Sprintf("%8.2f/op %8.1f us %6.2f wal-rec %7.0f wal-B %6.2f blks  %s", float64(calls)/float64(ops),
+			execMS*1000, walRecs, walBytes, blks, strings.Join(strings.Fields(query), " ")))
 	}
 	if err := rows.Err(); err != nil {
 		tb.Fatalf("statement count: %v", err)

@@ -176,3 +176,36 @@ func TestPipelinedPutFailures(t *testing.T) {
 	v.put(t, "after", randBytes(10, 100))
 	v.assertPoolClean(t)
 }
+
+// TestSmallInlineRowsUntoasted: inline content that fits a heap page stays
+// in the blobs row (migration 0013): a 4 KiB put writes no TOAST chunks,
+// while larger inline content is still moved out of line.
+func TestSmallInlineRowsUntoasted(t *testing.T) {
+	v := newEnv(t, LargePGChunks)
+	var toast string
+	if err := v.e.pool.QueryRow(context.Background(),
+		`SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'blobs'::regclass`).Scan(&toast); err != nil {
+		t.Fatalf("toast relation of blobs: %v", err)
+	}
+	for i, tc := range []struct {
+		name      string
+		size      int
+		outOfLine bool
+	}{
+		{"4 KiB", 4 << 10, false},
+		{"7 KiB", 7 << 10, false},
+		{"32 KiB", 32 << 10, true},
+	} {
+		if tc.size >= testKnee {
+			t.Fatalf("%s: not below the test knee %d: not inline", tc.name, testKnee)
+		}
+		before := v.count(t, `SELECT count(*) FROM `+toast)
+		v.put(t, tc.name, randBytes(uint64(100+i), tc.size))
+		if got := v.count(t, `SELECT count(*) FROM `+toast) > before; got != tc.outOfLine {
+			t.Errorf("%s: TOAST chunks written %v, want %v", tc.name, got, tc.outOfLine)
+		}
+		if n := v.count(t, `SELECT count(*) FROM blobs WHERE size = $1 AND tier = 'inline'`, tc.size); n != 1 {
+			t.Errorf("%s: %d inline blob rows of that size, want 1", tc.name, n)
+		}
+	}
+}
