@@ -28,11 +28,9 @@ func init() {
 	})
 }
 
-// fillGaps creates bucket with groups runs of plain keys ("g0007-000123",
-// plain of them) each followed by a key under a common prefix ("g0007/x"):
-// a delimiter listing's worst case, a gap of nearly a page before every
-// prefix. It writes the rows in one statement: the listing is measured.
-func fillGaps(tb testing.TB, e *Engine, bucket string, groups, plain int) {
+// seedBucket creates bucket holding the 1-byte object "seed", whose blob
+// the fill statements' rows share.
+func seedBucket(tb testing.TB, e *Engine, bucket string) context.Context {
 	tb.Helper()
 	ctx := context.Background()
 	if err := e.CreateBucket(ctx, bucket, ""); err != nil {
@@ -41,6 +39,16 @@ func fillGaps(tb testing.TB, e *Engine, bucket string, groups, plain int) {
 	if _, err := e.PutObject(ctx, bucket, "seed", strings.NewReader("x"), store.PutOptions{Size: 1}); err != nil {
 		tb.Fatal(err)
 	}
+	return ctx
+}
+
+// fillGaps creates bucket with groups runs of plain keys ("g0007-000123",
+// plain of them) each followed by a key under a common prefix ("g0007/x"):
+// a delimiter listing's worst case, a gap of nearly a page before every
+// prefix. It writes the rows in one statement: the listing is measured.
+func fillGaps(tb testing.TB, e *Engine, bucket string, groups, plain int) {
+	tb.Helper()
+	ctx := seedBucket(tb, e, bucket)
 	if _, err := e.wdb.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM i WHERE n + 1 < ?2 * (?3 + 1))
 		INSERT INTO objects (bucket, key, blob_id, size, etag, last_modified)
 		SELECT ?1, CASE WHEN n % (?3 + 1) = ?3 THEN printf('g%04d/x', n / (?3 + 1)) ELSE printf('g%04d-%06d', n / (?3 + 1), n % (?3 + 1)) END,
@@ -78,13 +86,7 @@ func counted(t listTable) listTable {
 // prefixes "pNN/" and the object "seed", in one statement.
 func fillPrefixes(tb testing.TB, e *Engine, bucket string, n int) {
 	tb.Helper()
-	ctx := context.Background()
-	if err := e.CreateBucket(ctx, bucket, ""); err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := e.PutObject(ctx, bucket, "seed", strings.NewReader("x"), store.PutOptions{Size: 1}); err != nil {
-		tb.Fatal(err)
-	}
+	ctx := seedBucket(tb, e, bucket)
 	if _, err := e.wdb.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM i WHERE n + 1 < ?2)
 		INSERT INTO objects (bucket, key, blob_id, size, etag, last_modified)
 		SELECT ?1, printf('p%02d/k%06d', n % 50, n / 50), (SELECT blob_id FROM objects WHERE bucket = ?1 AND key = 'seed'), 1, 'e', 0 FROM i`,

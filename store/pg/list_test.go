@@ -49,17 +49,28 @@ func TestListStatements(t *testing.T) {
 	storetest.FillListBench(t, v.e)
 	c := countStatements(t, v)
 	for _, pg := range storetest.ListPages {
-		before := c.n.Load()
-		res, err := v.e.ListObjects(context.Background(), storetest.ListBenchBucket, pg.Params)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Objects) != pg.Objects || len(res.CommonPrefixes) != pg.Prefixes {
-			t.Errorf("%s: %d objects and %d prefixes, want %d and %d", pg.Name, len(res.Objects), len(res.CommonPrefixes), pg.Objects, pg.Prefixes)
-		}
-		if n := c.n.Load() - before; n > 2 {
-			t.Errorf("%s: %d statements, want at most 2", pg.Name, n)
-		}
+		checkPageStatements(t, c, pg.Name, pg.Objects, pg.Prefixes, func() (int, int, error) {
+			res, err := v.e.ListObjects(context.Background(), storetest.ListBenchBucket, pg.Params)
+			return len(res.Objects), len(res.CommonPrefixes), err
+		})
+	}
+}
+
+// checkPageStatements runs list, a listing of one page, and checks that it
+// yields items entries and prefixes common prefixes in at most 2 statements
+// (the bucket check and the listing).
+func checkPageStatements(t *testing.T, c *statementCounter, name string, items, prefixes int, list func() (int, int, error)) {
+	t.Helper()
+	before := c.n.Load()
+	gotItems, gotPrefixes, err := list()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if gotItems != items || gotPrefixes != prefixes {
+		t.Errorf("%s: %d entries and %d prefixes, want %d and %d", name, gotItems, gotPrefixes, items, prefixes)
+	}
+	if n := c.n.Load() - before; n > 2 {
+		t.Errorf("%s: %d statements, want at most 2", name, n)
 	}
 }
 
