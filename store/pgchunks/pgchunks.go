@@ -49,7 +49,7 @@ func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r i
 		return 0, 0, err
 	}
 	if _, err := db.Exec(ctx, `WITH s AS (INSERT INTO blob_stages (blob_id) VALUES ($1) RETURNING blob_id)
-		INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, 0, $2 FROM s WHERE $3`, blobID, buf.B[:n], n > 0); err != nil {
+		INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, 0, $2 FROM s, `+content.AsyncCommit+` WHERE $3`, blobID, buf.B[:n], n > 0); err != nil {
 		return 0, 0, fmt.Errorf("pgchunks: stage blob %d: %w", blobID, err)
 	}
 	if eof {
@@ -64,10 +64,11 @@ func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r i
 }
 
 // insertChunk writes one chunk if its stage row still exists, and touches
-// that row (the stage reaper spares a put that is writing).
+// that row (the stage reaper spares a put that is writing). Its batch commits
+// without waiting for a WAL flush (content.AsyncCommit).
 const insertChunk = `WITH s AS (
 		UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING blob_id)
-	INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3 FROM s`
+	INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3 FROM s, ` + content.AsyncCommit
 
 // Drop implements content.Engine.
 func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, blobID, _ int64) error {

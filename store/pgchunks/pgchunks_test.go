@@ -196,5 +196,8 @@ func BenchmarkPGChunksRead(b *testing.B) {
 // TestStageFailures: contenttest.StageFailures.
 func TestStageFailures(t *testing.T) { contenttest.StageFailures(t, pool(t), pgchunks.New()) }
 
+// TestStageCommitLocal: contenttest.StageCommitLocal.
+func TestStageCommitLocal(t *testing.T) { contenttest.StageCommitLocal(t, pool(t), pgchunks.New()) }
+
 // TestPutFailures: contenttest.PutFailures.
 func TestPutFailures(t *testing.T) { contenttest.PutFailures(t, pgtest.DSN(t), pg.LargePGChunks) }

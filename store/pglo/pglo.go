@@ -48,7 +48,7 @@ func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r i
 	}
 	var oid uint32
 	if err := db.QueryRow(ctx, `INSERT INTO blob_stages (blob_id, lo_oid)
-		SELECT $1, lo_from_bytea(0, $2) FROM `+asyncCommit+` RETURNING lo_oid`, blobID, buf.B[:n]).Scan(&oid); err != nil {
+		SELECT $1, lo_from_bytea(0, $2) FROM `+content.AsyncCommit+` RETURNING lo_oid`, blobID, buf.B[:n]).Scan(&oid); err != nil {
 		return 0, 0, fmt.Errorf("pglo: stage blob %d: lo_from_bytea: %w", blobID, err)
 	}
 	if eof {
@@ -66,20 +66,7 @@ func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r i
 // touches that row (the stage reaper spares a put that is writing).
 const putChunk = `WITH s AS (
 		UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING lo_oid)
-	SELECT lo_put(s.lo_oid, $2, $3) FROM s, ` + asyncCommit
-
-// asyncCommit, a one-row FROM item, turns synchronous_commit off for the
-// implicit transaction of the stage statement it is part of (set_config's
-// is_local: it ends with that transaction, and a content.Stager is never a
-// transaction). A stage write acknowledges nothing, yet it waited for a WAL
-// flush of its own on every 1 MiB chunk (16 per 16 MiB part, against one
-// per object for a raw writer), which made staging latency-bound on WAL
-// fsyncs, the first thing that a checkpoint's or an autovacuum's writes slow
-// down. The joint transaction that publishes the blob commits synchronously,
-// and its flush covers every WAL record written before its commit record,
-// the stage's included; a crash before it leaves at worst a partial stage,
-// which the stage reaper removes (ADR 024).
-const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`
+	SELECT lo_put(s.lo_oid, $2, $3) FROM s, ` + content.AsyncCommit
 
 // Drop implements content.Engine.
 func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, _ int64, ref int64) error {

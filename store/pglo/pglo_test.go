@@ -206,29 +206,5 @@ func TestStageFailures(t *testing.T) { contenttest.StageFailures(t, pool(t), pgl
 // TestPutFailures: contenttest.PutFailures.
 func TestPutFailures(t *testing.T) { contenttest.PutFailures(t, pgtest.DSN(t), pg.LargePGLO) }
 
-// TestStageCommitSettingStaysLocal: the stage statements turn
-// synchronous_commit off for their own transaction only; the pooled
-// connection they ran on, which the next borrower may use for a joint
-// transaction whose commit must wait for its flush, keeps its setting (on
-// here, although the test server's default is off).
-func TestStageCommitSettingStaysLocal(t *testing.T) {
-	ctx := context.Background()
-	cfg := pool(t).Config()
-	cfg.MaxConns = 1 // the stage and the check share one connection
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
-	p, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	for i, size := range []int{100, content.ChunkSize, 3*content.ChunkSize + 17} {
-		write(t, p, int64(20+i), randBytes(uint64(5+i), size))
-		var setting string
-		if err := p.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting); err != nil {
-			t.Fatal(err)
-		}
-		if setting != "on" {
-			t.Fatalf("synchronous_commit after staging %d bytes: %q, want on", size, setting)
-		}
-	}
-}
+// TestStageCommitLocal: contenttest.StageCommitLocal.
+func TestStageCommitLocal(t *testing.T) { contenttest.StageCommitLocal(t, pool(t), pglo.New()) }

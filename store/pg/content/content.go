@@ -36,6 +36,19 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// AsyncCommit, a one-row FROM item, turns synchronous_commit off for the
+// implicit transaction of the stage statement it is part of (set_config's
+// is_local: it ends with that transaction, and a Stager is never a
+// transaction). A stage write acknowledges nothing, yet it waited for a WAL
+// flush of its own on every statement or batch (16 per 16 MiB part on pglo,
+// against one per object for a raw writer), which made staging latency-bound
+// on WAL fsyncs, the first thing that a checkpoint's or an autovacuum's
+// writes slow down. The joint transaction that publishes the blob commits
+// synchronously, and its flush covers every WAL record written before its
+// commit record, the stage's included; a crash before it leaves at worst a
+// partial stage, which the stage reaper removes (ADR 024).
+const AsyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`
+
 // Stager runs the autocommit statements of staging: a pool (or a pool behind
 // a write-slot limit), never a transaction. Each call borrows a connection
 // only for statements whose data is already in memory: one statement, or

@@ -291,3 +291,35 @@ func PutFailures(t *testing.T, dsn, large string) {
 		})
 	}
 }
+
+// StageCommitLocal checks that e's stage statements turn synchronous_commit
+// off for their own transaction only (content.AsyncCommit): the pooled
+// connection they ran on, which the next borrower may use for a joint
+// transaction whose commit must wait for its flush, keeps its setting (on
+// here, whatever the test server's default).
+func StageCommitLocal(t *testing.T, p *pgxpool.Pool, e content.Engine) {
+	ctx := context.Background()
+	cfg := p.Config()
+	cfg.MaxConns = 1 // the stage and the check share one connection
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(one.Close)
+	for i, size := range []int{100, content.ChunkSize, 3*content.ChunkSize + 17} {
+		id := int64(900 + i)
+		data := bytes.Repeat([]byte{byte(i + 1)}, size)
+		if _, n, err := e.Stage(ctx, one, id, bytes.NewReader(data)); err != nil || n != int64(size) {
+			t.Fatalf("stage %d bytes: %d, %v", size, n, err)
+		}
+		var setting string
+		if err := one.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting); err != nil {
+			t.Fatal(err)
+		}
+		if setting != "on" {
+			t.Fatalf("synchronous_commit after staging %d bytes: %q, want on", size, setting)
+		}
+		Unstage(t, p, id)
+	}
+}
