@@ -169,9 +169,9 @@ func TestOpenGap(t *testing.T) {
 		gap    int64 // the deleted row
 		off, n int64
 	}{
-		{name: "in the first statement", gap: 2, n: int64(len(data))},
+		{name: "second row of a statement", gap: 1, n: int64(len(data))},
 		{name: "last row of the span", gap: 5, n: int64(len(data))},
-		{name: "range starting mid-row", gap: 3, off: content.ChunkSize / 2, n: 4 * content.ChunkSize},
+		{name: "range starting mid-row", gap: 4, off: content.ChunkSize / 2, n: 4 * content.ChunkSize},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

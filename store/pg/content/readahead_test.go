@@ -78,15 +78,14 @@ func TestRowsReader(t *testing.T) {
 		wantRows   int   // statements of whole rows
 		wantPieces int   // substring-style fetches
 	}{
-		// 8 whole chunks: 4 in the first statement, then 2 and 2; the
-		// 123-byte tail is read alone.
-		{name: "whole", off: 0, n: int64(len(data)), missing: -1, wantRows: 3, wantPieces: 1},
-		{name: "whole rows only", off: 0, n: 7 * ChunkSize, missing: -1, wantRows: 3},
+		// 8 whole chunks, 2 per statement; the 123-byte tail is read alone.
+		{name: "whole", off: 0, n: int64(len(data)), missing: -1, wantRows: 4, wantPieces: 1},
+		{name: "whole rows only", off: 0, n: 7 * ChunkSize, missing: -1, wantRows: 4},
 		{name: "small edges read alone", off: ChunkSize - 10, n: 2*ChunkSize + 20, missing: -1, wantRows: 1, wantPieces: 2},
-		{name: "large edges sliced from whole rows", off: ChunkSize / 2, n: 2 * ChunkSize, missing: -1, wantRows: 1},
-		// 6 whole rows (4, then 2) and a 10-byte tail read alone.
-		{name: "small tail after whole rows", off: 0, n: 6*ChunkSize + 10, missing: -1, wantRows: 2, wantPieces: 1},
-		{name: "gap mid-statement", off: 0, n: int64(len(data)), missing: 2, wantRows: 1},
+		{name: "large edges sliced from whole rows", off: ChunkSize / 2, n: 2 * ChunkSize, missing: -1, wantRows: 2},
+		// 6 whole rows and a 10-byte tail read alone.
+		{name: "small tail after whole rows", off: 0, n: 6*ChunkSize + 10, missing: -1, wantRows: 3, wantPieces: 1},
+		{name: "gap mid-statement", off: 0, n: int64(len(data)), missing: 3, wantRows: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,8 +131,8 @@ func TestRowsReader(t *testing.T) {
 			if tc.missing < 0 && (rowCalls.Load() != int64(tc.wantRows) || pieceCalls.Load() != int64(tc.wantPieces)) {
 				t.Errorf("%d row statements and %d pieces, want %d and %d", rowCalls.Load(), pieceCalls.Load(), tc.wantRows, tc.wantPieces)
 			}
-			if m := maxRows.Load(); m > RowsWindow {
-				t.Errorf("%d chunks in one statement, window %d", m, RowsWindow)
+			if m := maxRows.Load(); m > RowsBatch {
+				t.Errorf("%d chunks in one statement, batch %d", m, RowsBatch)
 			}
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
