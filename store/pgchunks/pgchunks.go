@@ -4,8 +4,9 @@
 // without detoasting all of it).
 //
 // Rows are staged in short autocommit statements before the joint
-// transaction of the put publishes them (ADR 007); reads are one short
-// autocommit statement per chunk, a few of them in flight (content.NewReader). Unlike large objects, the rows travel
+// transaction of the put publishes them (ADR 007); reads are short
+// autocommit statements of a few whole rows each, read ahead within a bounded
+// window (content.NewRowsReader). Unlike large objects, the rows travel
 // through logical replication.
 package pgchunks
 
@@ -78,33 +79,63 @@ func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, blobID, _ int64) error {
 	return nil
 }
 
-// Open implements content.Engine. Pieces are fetched by content.NewReader,
-// each by its own short autocommit statement: a whole row, sliced here
-// (SELECT data costs PostgreSQL much less than substring()), except a small
-// piece at the edge of a range, read alone with substring() (STORAGE
-// EXTERNAL reads only that slice). A missing row is io.ErrUnexpectedEOF: a
-// blob deleted under the read-ahead ends the stream, never with other bytes.
+// Open implements content.Engine. Pieces are fetched by content.NewRowsReader:
+// whole rows, a few per short autocommit statement (SELECT data costs
+// PostgreSQL much less than substring()), sliced at the edges of the span,
+// except a small piece at the edge of a range, read alone with substring()
+// (STORAGE EXTERNAL reads only that slice). A missing row is
+// io.ErrUnexpectedEOF: a blob deleted under the read-ahead ends the stream,
+// never with other bytes.
 func (e *Engine) Open(ctx context.Context, q content.Querier, blobID, _ int64, off, n int64) (io.ReadCloser, error) {
-	return content.NewReader("pgchunks", off, n, func(seq, from, to int64, buf *content.Buf) ([]byte, error) {
-		var err error
-		want := to - from
-		if want <= substringMax && want < content.ChunkSize {
-			// substring is 1-based.
-			err = q.QueryRow(ctx, `SELECT substring(data FROM $3 FOR $4) FROM blob_chunks WHERE blob_id = $1 AND seq = $2`,
-				blobID, int32(seq), int32(from+1), int32(want)).Scan(buf)
-			from, to = 0, want
-		} else {
-			err = q.QueryRow(ctx, `SELECT data FROM blob_chunks WHERE blob_id = $1 AND seq = $2`, blobID, int32(seq)).Scan(buf)
-		}
+	piece := func(seq, from, to int64, buf *content.Buf) ([]byte, error) {
+		// substring is 1-based.
+		err := q.QueryRow(ctx, `SELECT substring(data FROM $3 FOR $4) FROM blob_chunks WHERE blob_id = $1 AND seq = $2`,
+			blobID, int32(seq), int32(from+1), int32(to-from)).Scan(buf)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil, fmt.Errorf("blob %d chunk %d missing: %w", blobID, seq, io.ErrUnexpectedEOF)
 		case err != nil:
 			return nil, fmt.Errorf("blob %d chunk %d: %w", blobID, seq, err)
 		}
-		got := int64(len(buf.B))
-		return buf.B[min(from, got):min(to, got)], nil
-	})
+		return buf.B, nil
+	}
+	rows := func(seq int64, bufs []*content.Buf, got func(int)) error {
+		return readRows(ctx, q, blobID, seq, bufs, got)
+	}
+	return content.NewRowsReader("pgchunks", off, n, piece, rows, substringMax)
+}
+
+// readRows reads the rows seq .. seq+len(bufs)-1 of a blob in one statement
+// (content.RowsFunc). A gap, a missing row at the end included, is
+// io.ErrUnexpectedEOF.
+func readRows(ctx context.Context, q content.Querier, blobID, seq int64, bufs []*content.Buf, got func(int)) error {
+	rows, err := q.Query(ctx, `SELECT seq, data FROM blob_chunks WHERE blob_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq`,
+		blobID, int32(seq), int32(seq+int64(len(bufs))))
+	if err != nil {
+		return fmt.Errorf("blob %d chunks %d+%d: %w", blobID, seq, len(bufs), err)
+	}
+	defer rows.Close()
+	i := 0
+	for ; rows.Next(); i++ {
+		var s int32
+		if i == len(bufs) {
+			return fmt.Errorf("blob %d chunks %d+%d: more rows than asked", blobID, seq, len(bufs))
+		}
+		if err := rows.Scan(&s, bufs[i]); err != nil {
+			return fmt.Errorf("blob %d chunk %d: %w", blobID, seq+int64(i), err)
+		}
+		if int64(s) != seq+int64(i) {
+			break
+		}
+		got(i)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("blob %d chunks %d+%d: %w", blobID, seq, len(bufs), err)
+	}
+	if i < len(bufs) {
+		return fmt.Errorf("blob %d chunk %d missing: %w", blobID, seq+int64(i), io.ErrUnexpectedEOF)
+	}
+	return nil
 }
 
 // substringMax is the largest piece read with substring() rather than as a

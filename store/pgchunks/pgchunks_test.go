@@ -158,6 +158,44 @@ func TestReadAhead(t *testing.T) {
 	contenttest.ReadAhead(t, pool(t), pgchunks.New(), io.ErrUnexpectedEOF)
 }
 
+// TestOpenGap: a row missing in the middle of what one statement reads ends
+// the stream with io.ErrUnexpectedEOF after exactly the bytes before it.
+func TestOpenGap(t *testing.T) {
+	p := pool(t)
+	ctx := context.Background()
+	data := randBytes(6, 6*content.ChunkSize)
+	tests := []struct {
+		name   string
+		gap    int64 // the deleted row
+		off, n int64
+	}{
+		{name: "second row of a statement", gap: 1, n: int64(len(data))},
+		{name: "last row of the span", gap: 5, n: int64(len(data))},
+		{name: "range starting mid-row", gap: 4, off: content.ChunkSize / 2, n: 4 * content.ChunkSize},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := int64(2000 + i)
+			write(t, p, id, data)
+			if _, err := p.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1 AND seq = $2`, id, tc.gap); err != nil {
+				t.Fatal(err)
+			}
+			rd, err := pgchunks.New().Open(ctx, p, id, 0, tc.off, tc.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			got, err := io.ReadAll(rd)
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("read over a gap: %d bytes, err %v, want ErrUnexpectedEOF", len(got), err)
+			}
+			if want := tc.gap*content.ChunkSize - tc.off; int64(len(got)) != want || !bytes.Equal(got, data[tc.off:tc.off+want]) {
+				t.Fatalf("read over a gap: %d bytes, want the %d before it", len(got), want)
+			}
+		})
+	}
+}
+
 const benchSize = 64 << 20
 
 // BenchmarkPGChunksWrite measures staging 64 MiB as 1 MiB rows, one

@@ -28,8 +28,8 @@ import (
 const ChunkSize = 1 << 20
 
 // Querier is what both a transaction (pgx.Tx) and a pool (*pgxpool.Pool)
-// offer. Reads use the pool in autocommit, one short statement per chunk, so
-// that no transaction stays open across a paced stream.
+// offer. Reads use the pool in autocommit, short statements of a few chunks
+// at most, so that no transaction stays open across a paced stream.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -82,10 +82,10 @@ type Engine interface {
 	// turned out to exist already (deduplication).
 	Drop(ctx context.Context, tx pgx.Tx, blobID, ref int64) error
 	// Open returns a reader of n bytes of the content starting at off. It reads
-	// through q lazily, at most one chunk per short statement, never waits on
-	// its reader while holding a connection, and buffers a bounded number of
-	// chunks (the engine states how many). Close may wait for statements in
-	// flight.
+	// through q lazily in short statements, each of at most as many chunks as
+	// it has free buffers for, never waits on its reader while holding a
+	// connection, and buffers a bounded number of chunks (the engine states
+	// how many). Close may wait for statements in flight.
 	Open(ctx context.Context, q Querier, blobID, ref, off, n int64) (io.ReadCloser, error)
 }
 
