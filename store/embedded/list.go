@@ -178,53 +178,63 @@ func skipScan(c *protocol.ListCursor, bucket string, t listTable, tail *protocol
 	return strings.ReplaceAll(query, "{to}", to), args
 }
 
-// scanObjects runs a listing query and reads its rows.
+// scanObjects runs a listing query of objectList's cols and reads its rows.
 func scanObjects(ctx context.Context, q querier, bucket, query string, args []any) ([]store.ObjectInfo, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	defer func() { _ = rows.Close() }() // rows.Err reports what matters
-	var out []store.ObjectInfo
-	for rows.Next() {
+	return queryRows(ctx, q, query, args, objectRow(bucket, false))
+}
+
+// objectRow reads a row of an object or version listing of bucket:
+// objectList's cols, or versionList's if versions (the same with seq,
+// version id and delete marker after the key).
+func objectRow(bucket string, versions bool) func(*sql.Rows) (store.ObjectInfo, error) {
+	return func(rows *sql.Rows) (store.ObjectInfo, error) {
 		o := store.ObjectInfo{Bucket: bucket}
+		var seq, lm int64
 		var ck sql.NullString
-		var lm int64
-		if err := rows.Scan(&o.Key, &o.Size, &o.ETag, &lm, &ck, &o.Meta.StorageClass); err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
+		dest := []any{&o.Key}
+		if versions {
+			dest = append(dest, &seq, &o.VersionID, &o.DeleteMarker)
+		}
+		if err := rows.Scan(append(dest, &o.Size, &o.ETag, &lm, &ck, &o.Meta.StorageClass)...); err != nil {
+			return o, fmt.Errorf("scan: %w", err)
 		}
 		o.LastModified = fromMicros(lm)
-		if o.Checksum, err = parseChecksum(ck); err != nil {
-			return nil, err
-		}
-		out = append(out, o)
+		var err error
+		o.Checksum, err = parseChecksum(ck)
+		return o, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err)
-	}
-	return out, nil
 }
 
 // scanUploads runs an upload listing query and reads its rows.
 func scanUploads(ctx context.Context, q querier, bucket, query string, args []any) ([]store.Upload, error) {
+	return queryRows(ctx, q, query, args, func(rows *sql.Rows) (store.Upload, error) {
+		u := store.Upload{Bucket: bucket}
+		var meta string
+		var initiated int64
+		if err := rows.Scan(&u.Key, &initiated, &u.UploadID, &meta, &u.ChecksumAlgorithm, &u.ChecksumType); err != nil {
+			return u, fmt.Errorf("scan: %w", err)
+		}
+		u.Initiated = fromMicros(initiated)
+		var err error
+		u.Meta, err = parseMeta(meta)
+		return u, err
+	})
+}
+
+// queryRows runs a listing query and reads each of its rows with row.
+func queryRows[T any](ctx context.Context, q querier, query string, args []any, row func(*sql.Rows) (T, error)) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	defer func() { _ = rows.Close() }() // rows.Err reports what matters
-	var out []store.Upload
+	var out []T
 	for rows.Next() {
-		u := store.Upload{Bucket: bucket}
-		var meta string
-		var initiated int64
-		if err := rows.Scan(&u.Key, &initiated, &u.UploadID, &meta, &u.ChecksumAlgorithm, &u.ChecksumType); err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
-		}
-		u.Initiated = fromMicros(initiated)
-		if u.Meta, err = parseMeta(meta); err != nil {
+		v, err := row(rows)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, u)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapErr(err)

@@ -242,29 +242,8 @@ func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.
 	return res, nil
 }
 
-// scanVersions runs a version listing query and reads its rows.
+// scanVersions runs a version listing query of versionList's cols and
+// reads its rows.
 func scanVersions(ctx context.Context, q querier, bucket, query string, args []any) ([]store.ObjectInfo, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	defer func() { _ = rows.Close() }() // rows.Err reports what matters
-	var out []store.ObjectInfo
-	for rows.Next() {
-		o := store.ObjectInfo{Bucket: bucket}
-		var seq, lm int64
-		var ck sql.NullString
-		if err := rows.Scan(&o.Key, &seq, &o.VersionID, &o.DeleteMarker, &o.Size, &o.ETag, &lm, &ck, &o.Meta.StorageClass); err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
-		}
-		o.LastModified = fromMicros(lm)
-		if o.Checksum, err = parseChecksum(ck); err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err)
-	}
-	return out, nil
+	return queryRows(ctx, q, query, args, objectRow(bucket, true))
 }

@@ -35,41 +35,27 @@ func New() *Engine { return &Engine{} }
 // Tier implements content.Engine.
 func (e *Engine) Tier() string { return store.TierPGChunks }
 
-// Stage implements content.Engine; the reference is 0 (the blob id keys the
-// rows). The first chunk is written with the stage row, in one statement,
-// before anything more is read: what a client sent before it stalls is in
-// PostgreSQL, as with pglo. The rest are read ahead of their writes
-// (content.Pipeline) and written in batches of those already in memory, one
-// pipelined round trip each; every statement touches the stage row and
-// inserts nothing if the row is gone.
+// Stage implements content.Engine (content.Staging); the reference is 0
+// (the blob id keys the rows). The first chunk is inserted by the statement
+// that inserts the stage row, unless the body is empty; each later chunk is
+// one row (blob id, seq).
 func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r io.Reader) (int64, int64, error) {
-	buf := content.GetBuf()
-	defer content.PutBuf(buf)
-	n, eof, err := content.ReadChunk(r, buf.B[:cap(buf.B)])
-	if err != nil {
-		return 0, 0, err
-	}
-	if _, err := db.Exec(ctx, `WITH s AS (INSERT INTO blob_stages (blob_id) VALUES ($1) RETURNING blob_id)
-		INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, 0, $2 FROM s, `+content.AsyncCommit+` WHERE $3`, blobID, buf.B[:n], n > 0); err != nil {
-		return 0, 0, fmt.Errorf("pgchunks: stage blob %d: %w", blobID, err)
-	}
-	if eof {
-		return 0, int64(n), nil
-	}
-	rest, err := content.Pipeline(ctx, r, 1, int64(n), func(ctx context.Context, chunks []content.Chunk) error {
-		return content.SendBatch(ctx, db, "pgchunks", blobID, chunks, insertChunk, func(c content.Chunk) []any {
-			return []any{blobID, c.Seq, c.Data}
-		})
-	})
-	return 0, int64(n) + rest, err
+	return staging.Stage(ctx, db, blobID, r)
 }
 
-// insertChunk writes one chunk if its stage row still exists, and touches
-// that row (the stage reaper spares a put that is writing). Its batch commits
-// without waiting for a WAL flush (content.AsyncCommit).
-const insertChunk = `WITH s AS (
-		UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING blob_id)
-	INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3 FROM s, ` + content.AsyncCommit
+var staging = content.Staging{
+	Name: "pgchunks",
+	First: func(ctx context.Context, db content.Stager, blobID int64, data []byte) (int64, error) {
+		_, err := db.Exec(ctx, `WITH s AS (INSERT INTO blob_stages (blob_id) VALUES ($1) RETURNING blob_id)
+		INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, 0, $2 FROM s, `+content.AsyncCommit+` WHERE $3`,
+			blobID, data, len(data) > 0)
+		return 0, err
+	},
+	Chunk: content.ChunkWrite("blob_id", `INSERT INTO blob_chunks (blob_id, seq, data) SELECT blob_id, $2, $3`),
+	Args: func(blobID int64, c content.Chunk) []any {
+		return []any{blobID, c.Seq, c.Data}
+	},
+}
 
 // Drop implements content.Engine.
 func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, blobID, _ int64) error {

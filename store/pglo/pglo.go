@@ -34,39 +34,29 @@ func New() *Engine { return &Engine{} }
 // Tier implements content.Engine.
 func (e *Engine) Tier() string { return store.TierPGLO }
 
-// Stage implements content.Engine: the first chunk creates the large object
-// and its stage row in one statement; the rest are read ahead of their
-// writes (content.Pipeline) and written in batches of those already in
-// memory, one pipelined round trip each, by lo_put statements that touch the
-// stage row and write nothing if the row is gone. The OID is the reference.
+// Stage implements content.Engine (content.Staging): the first chunk
+// creates the large object (lo_from_bytea) and its stage row in one
+// statement; each later chunk is one lo_put at its offset. The OID is the
+// reference.
 func (e *Engine) Stage(ctx context.Context, db content.Stager, blobID int64, r io.Reader) (int64, int64, error) {
-	buf := content.GetBuf()
-	defer content.PutBuf(buf)
-	n, eof, err := content.ReadChunk(r, buf.B[:cap(buf.B)])
-	if err != nil {
-		return 0, 0, err
-	}
-	var oid uint32
-	if err := db.QueryRow(ctx, `INSERT INTO blob_stages (blob_id, lo_oid)
-		SELECT $1, lo_from_bytea(0, $2) FROM `+content.AsyncCommit+` RETURNING lo_oid`, blobID, buf.B[:n]).Scan(&oid); err != nil {
-		return 0, 0, fmt.Errorf("pglo: stage blob %d: lo_from_bytea: %w", blobID, err)
-	}
-	if eof {
-		return int64(oid), int64(n), nil
-	}
-	rest, err := content.Pipeline(ctx, r, 1, int64(n), func(ctx context.Context, chunks []content.Chunk) error {
-		return content.SendBatch(ctx, db, "pglo", blobID, chunks, putChunk, func(c content.Chunk) []any {
-			return []any{blobID, c.Off, c.Data}
-		})
-	})
-	return int64(oid), int64(n) + rest, err
+	return staging.Stage(ctx, db, blobID, r)
 }
 
-// putChunk writes one chunk at its offset if the stage row still exists, and
-// touches that row (the stage reaper spares a put that is writing).
-const putChunk = `WITH s AS (
-		UPDATE blob_stages SET touched_at = clock_timestamp() WHERE blob_id = $1 RETURNING lo_oid)
-	SELECT lo_put(s.lo_oid, $2, $3) FROM s, ` + content.AsyncCommit
+var staging = content.Staging{
+	Name: "pglo",
+	First: func(ctx context.Context, db content.Stager, blobID int64, data []byte) (int64, error) {
+		var oid uint32
+		if err := db.QueryRow(ctx, `INSERT INTO blob_stages (blob_id, lo_oid)
+		SELECT $1, lo_from_bytea(0, $2) FROM `+content.AsyncCommit+` RETURNING lo_oid`, blobID, data).Scan(&oid); err != nil {
+			return 0, fmt.Errorf("lo_from_bytea: %w", err)
+		}
+		return int64(oid), nil
+	},
+	Chunk: content.ChunkWrite("lo_oid", `SELECT lo_put(s.lo_oid, $2, $3)`),
+	Args: func(blobID int64, c content.Chunk) []any {
+		return []any{blobID, c.Off, c.Data}
+	},
+}
 
 // Drop implements content.Engine.
 func (e *Engine) Drop(ctx context.Context, tx pgx.Tx, _ int64, ref int64) error {
