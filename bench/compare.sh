@@ -19,6 +19,10 @@ BENCHSTAT=${BENCHSTAT:-$($GO env GOPATH)/bin/benchstat}
 B_ENDPOINT=${B_ENDPOINT:-}
 ENGINE=${ENGINE:-pgchunks}
 WORKLOAD=${WORKLOAD:-.}
+# In parentheses: go test splits a -bench pattern at a top-level | into whole
+# alternatives, so 'put-4KiB$|get-4KiB$' bare would select get-4KiB only at
+# the top level (nothing) and run put-4KiB alone.
+WORKLOAD="($WORKLOAD)"
 
 root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d)
@@ -34,6 +38,17 @@ run() {
 		>>"$tmp/$side.txt"
 }
 
+# ran SIDE...: fail unless every side printed a result; a pattern that
+# matches nothing passes silently, and benchstat would print an empty table.
+ran() {
+	for side; do
+		grep -q '^Benchmark' "$tmp/$side.txt" || {
+			echo "bench-compare: side $side ran no benchmark: does the pattern match? (under make, write \$ as \$\$)" >&2
+			exit 1
+		}
+	done
+}
+
 if [ -n "$B_ENDPOINT" ]; then
 	: "${B_ACCESS_KEY:?B_ACCESS_KEY must be set with B_ENDPOINT}" "${B_SECRET_KEY:?B_SECRET_KEY must be set with B_ENDPOINT}"
 	(cd "$root" && $GO test -c -o "$tmp/a.test" ./bench/)
@@ -45,6 +60,7 @@ if [ -n "$B_ENDPOINT" ]; then
 			S3GATE_CONFORMANCE_SECRET_KEY="$B_SECRET_KEY" S3GATE_CONFORMANCE_REGION="${B_REGION:-us-east-1}" \
 			S3GATE_CONFORMANCE_CA_FILE="${B_CA_FILE:-}" S3GATE_BENCH_PIDS="${B_PIDS:-}"
 	done
+	ran a b
 	# One name per workload on both sides, so that benchstat pairs them.
 	for side in a b; do
 		sed 's#^\(BenchmarkGateway\)/engine=[^/]*/#\1/#' "$tmp/$side.txt" >"$root/bin/bench-compare-$side.txt"
@@ -66,6 +82,7 @@ for i in $(seq "$COUNT"); do
 	run tree "$root/bench" "$BENCH"
 done
 
+ran base tree
 cp "$tmp/base.txt" "$root/bin/bench-compare-base.txt"
 cp "$tmp/tree.txt" "$root/bin/bench-compare-tree.txt"
 echo "bench-compare: $BASE is $rev; raw results in bin/bench-compare-{base,tree}.txt" >&2
