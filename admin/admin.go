@@ -18,7 +18,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/gc"
+	"github.com/s3gate/s3gate/internal/randid"
 	"github.com/s3gate/s3gate/policy"
 	"github.com/s3gate/s3gate/server"
 	"github.com/s3gate/s3gate/store"
@@ -576,9 +576,9 @@ func randomID() string {
 	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])[:17]
 }
 
-// randomSecret returns 40 URL-safe base64 characters (240 bits).
+// randomSecret returns 40 URL-safe base64 characters (240 bits), never
+// starting with '-'.
 func randomSecret() string {
 	var b [30]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return randid.Base64URL(b[:])
 }

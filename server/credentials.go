@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/internal/randid"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
 )
@@ -219,11 +219,11 @@ func readKeyFile(path string) (RootKey, error) {
 // for access keys, base64url for secrets.
 func randomString(n int, upper bool) string {
 	b := make([]byte, n)
+	if !upper {
+		return randid.Base64URL(b)[:n] // never starting with '-'
+	}
 	if _, err := rand.Read(b); err != nil {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on supported platforms
 	}
-	if upper {
-		return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)[:n]
-	}
-	return base64.RawURLEncoding.EncodeToString(b)[:n]
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)[:n]
 }

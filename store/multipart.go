@@ -2,13 +2,14 @@ package store
 
 import (
 	"crypto/md5" //nolint:gosec // the multipart ETag is defined with MD5.
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/s3gate/s3gate/internal/randid"
 )
 
 // CheckCompleteParts validates the part list of CompleteMultipartUpload
@@ -198,11 +199,10 @@ func crcFromBytes(b []byte) uint64 {
 }
 
 // NewUploadID returns a fresh multipart upload id: 32 random bytes,
-// base64url without padding (URL-safe, unguessable).
+// base64url without padding (URL-safe, unguessable, never starting with '-').
 func NewUploadID() string {
 	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the process instead)
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return randid.Base64URL(b[:])
 }
 
 // ValidUploadID reports whether id has the form NewUploadID gives: 43

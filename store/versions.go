@@ -2,11 +2,12 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/s3gate/s3gate/internal/randid"
 )
 
 // Versioning states of a bucket (S3's BucketVersioningStatus). A bucket that
@@ -30,11 +31,12 @@ const BucketConfigVersioning = "versioning"
 const versionIDBytes = 24
 
 // NewVersionID returns a fresh version id: 32 random base64url characters
-// (never NullVersion). Nothing orders versions by their ids.
+// (never NullVersion), never starting with '-', which a command line (the aws
+// cli's `--version-id ID`, for one) takes for an option. Nothing orders
+// versions by their ids.
 func NewVersionID() string {
 	var b [versionIDBytes]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the process instead)
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return randid.Base64URL(b[:])
 }
 
 // ValidVersionID reports whether id can name a version: NullVersion or the
