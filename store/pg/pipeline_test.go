@@ -209,3 +209,87 @@ func TestSmallInlineRowsUntoasted(t *testing.T) {
 		}
 	}
 }
+
+// TestBlobLookupLockOrder: the pipelined put locks the blob row it looks up
+// (FOR KEY SHARE) before it locks the object row (FOR UPDATE), so that it
+// never holds the object row while it waits for GC's lock on the blob (GC's
+// DELETE of the blob checks, through the foreign key, the object rows that
+// point at it: the other order could deadlock). A session that holds the
+// blob row FOR UPDATE, as GC does before it deletes, makes the put wait in
+// its lookup with the key's object row still unlocked; when GC keeps the row
+// the put references it, when GC deletes it the put inserts a new blob.
+func TestBlobLookupLockOrder(t *testing.T) {
+	ctx := context.Background()
+	for i, tc := range []struct {
+		name   string
+		delete bool
+	}{
+		{"GC keeps the blob", false},
+		{"GC deletes the blob", true},
+	} {
+		v := newEnv(t, LargePGChunks)
+		gc, other := independent(t, v.dsn), independent(t, v.dsn)
+		data := randBytes(uint64(50+i), 100)
+		v.put(t, "k", randBytes(uint64(60+i), 100)) // the object row the put overwrites
+		v.put(t, "tmp", data)
+		if err := v.e.DeleteObject(ctx, "b", "tmp"); err != nil {
+			t.Fatal(err)
+		}
+		var oldID int64
+		if err := gc.QueryRow(ctx, `SELECT id FROM blobs WHERE size = 100 AND id NOT IN (SELECT blob_id FROM objects)`).Scan(&oldID); err != nil {
+			t.Fatalf("%s: the unreferenced blob: %v", tc.name, err)
+		}
+		gtx, err := gc.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gtx.Exec(ctx, `SELECT id FROM blobs WHERE id = $1 FOR UPDATE`, oldID); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := v.e.PutObject(ctx, "b", "k", bytes.NewReader(data), store.PutOptions{Size: int64(len(data))})
+			done <- err
+		}()
+		// Polling a condition: the put waits for gc's transaction.
+		for scanInt(t, other, `SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted`) == 0 {
+			select {
+			case err := <-done:
+				t.Fatalf("%s: the put (%v) did not wait for the locked blob row", tc.name, err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		tx, err := other.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM objects WHERE bucket = 'b' AND key = 'k' FOR UPDATE NOWAIT`); err != nil {
+			t.Errorf("%s: the object row, while the put waits for the blob row: %v; want it not yet locked", tc.name, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		end := gtx.Rollback
+		if tc.delete {
+			if _, err := gtx.Exec(ctx, `DELETE FROM blobs WHERE id = $1`, oldID); err != nil {
+				t.Fatal(err)
+			}
+			end = gtx.Commit
+		}
+		if err := end(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s: put: %v", tc.name, err)
+		}
+		_, _, body := v.get(t, "k", store.GetOptions{})
+		sameBytes(t, tc.name, body, data)
+		var newID int64
+		if err := other.QueryRow(ctx, `SELECT blob_id FROM objects WHERE bucket = 'b' AND key = 'k'`).Scan(&newID); err != nil {
+			t.Fatal(err)
+		}
+		if got := newID == oldID; got == tc.delete {
+			t.Errorf("%s: the put references blob %d, the locked one was %d", tc.name, newID, oldID)
+		}
+	}
+}
