@@ -118,6 +118,7 @@ func BenchmarkGateway(b *testing.B) {
 				b.Run("put-4KiB", e.benchSmallPut)
 				b.Run("get-4KiB", e.benchSmallGet)
 				b.Run("put-4KiB-dedup", e.benchDedupPut)
+				b.Run("put-4KiB-bounds", e.benchSmallPutBounds)
 				e.benchListings(b)
 				b.Run("complete-1000-parts", e.benchComplete)
 			}
@@ -275,6 +276,7 @@ func (e *gwEnv) rawSmall(b *testing.B, lo, hi int, op func(ctx context.Context, 
 	if e.raw == nil || hi <= lo {
 		return nil
 	}
+	e.raw.smallConns(b) // opened before the CPU window
 	return e.measureRaw(b, hi-lo, 0, func() ([]time.Duration, time.Duration, error) {
 		return e.raw.smallRound(b, hi-lo, func(ctx context.Context, c *pgx.Conn, i int, buf []byte) error { return op(ctx, c, lo+i, buf) })
 	})

@@ -21,9 +21,13 @@ type round struct {
 	// pgCPU the whole PostgreSQL server's.
 	gwCPU, pgCPU time.Duration
 	gwOK, pgOK   bool
-	stmtCalls    float64 // statements executed in the gateway's database
-	stmtsOK      bool
-	timed        bool // shown as time per op (listings, Complete), not a rate
+	// clCPU is this process's CPU over the round: the clients (SDK or
+	// pgx) on the same cores as the servers. A CPU-bound round's rate is
+	// bounded by the cores over client plus server CPU per op.
+	clCPU     time.Duration
+	stmtCalls float64 // statements executed in the gateway's database
+	stmtsOK   bool
+	timed     bool // shown as time per op (listings, Complete), not a rate
 }
 
 // stmts is the statements per op.
@@ -36,7 +40,7 @@ func (r round) add(o round) round {
 	}
 	r.ops, r.bytes, r.wall = r.ops+o.ops, r.bytes+o.bytes, r.wall+o.wall
 	r.lat = append(r.lat, o.lat...)
-	r.gwCPU, r.pgCPU, r.stmtCalls = r.gwCPU+o.gwCPU, r.pgCPU+o.pgCPU, r.stmtCalls+o.stmtCalls
+	r.gwCPU, r.pgCPU, r.clCPU, r.stmtCalls = r.gwCPU+o.gwCPU, r.pgCPU+o.pgCPU, r.clCPU+o.clCPU, r.stmtCalls+o.stmtCalls
 	r.gwOK, r.pgOK, r.stmtsOK = r.gwOK && o.gwOK, r.pgOK && o.pgOK, r.stmtsOK && o.stmtsOK
 	return r
 }
@@ -81,6 +85,12 @@ func (r round) serverCPU() (float64, bool) {
 	return float64(r.gwCPU+r.pgCPU) / float64(u) / n, true
 }
 
+// clientCPU is the clients' CPU per op (or per MiB), in the unit of per().
+func (r round) clientCPU() float64 {
+	n, _, u := r.per()
+	return float64(r.clCPU) / float64(u) / n
+}
+
 // cpuProbe reads the CPU time of the servers of a round: the gateway's
 // process(es) (gw, nil for raw rounds) and the PostgreSQL server (pg).
 type cpuProbe struct {
@@ -100,11 +110,12 @@ func (p cpuProbe) measure(ops int, bytes int64, fn func() ([]time.Duration, time
 	if p.pg != nil {
 		pg0, pgOK = p.pg.pgCPU()
 	}
+	cl0 := selfCPU()
 	lat, wall, err := fn()
 	if err != nil {
 		return r, err
 	}
-	r.lat, r.wall = lat, wall
+	r.lat, r.wall, r.clCPU = lat, wall, selfCPU()-cl0
 	if gwOK {
 		gw1, ok := p.gw()
 		r.gwCPU, r.gwOK = gw1-gw0, ok
@@ -189,6 +200,7 @@ func (s *summary) report(b *testing.B, engine, name string, gw round, raw *round
 	if gw.stmtsOK {
 		b.ReportMetric(gw.stmts(), "stmts/op")
 	}
+	b.ReportMetric(gw.clientCPU(), "cl-cpu-"+unit)
 	r := row{engine: engine, name: name, gw: gw, target: t}
 	if raw != nil {
 		r.raw, r.hasRaw = *raw, true
@@ -197,6 +209,7 @@ func (s *summary) report(b *testing.B, engine, name string, gw round, raw *round
 		if c, ok := raw.serverCPU(); ok {
 			_, runit, _ := raw.per()
 			b.ReportMetric(c, "raw-pg-cpu-"+runit)
+			b.ReportMetric(raw.clientCPU(), "raw-cl-cpu-"+runit)
 		}
 	}
 	s.rows = append(s.rows, r)
@@ -208,8 +221,8 @@ func (s *summary) print() {
 		return
 	}
 	var sb strings.Builder
-	sb.WriteString("\n| engine | workload | s3gate | raw | ÷ raw | server CPU (gw + pg) | raw pg CPU | stmts/op | target | met |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("\n| engine | workload | s3gate | raw | ÷ raw | server CPU (gw + pg) | raw pg CPU | client CPU (s3gate / raw) | stmts/op | target | met |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.rows {
 		rawRate, ratio, rawCPU := "–", "–", "–"
 		if r.hasRaw {
@@ -235,6 +248,18 @@ func (s *summary) print() {
 				cpu = fmt.Sprintf("%.2f %s (gateway only)", c, unit)
 			}
 		}
+		_, unit, _ := r.gw.per()
+		client := fmt.Sprintf("%.0f / ", r.gw.clientCPU())
+		if r.gw.bytes > 0 {
+			client = fmt.Sprintf("%.2f / ", r.gw.clientCPU())
+		}
+		if !r.hasRaw {
+			client += "– " + unit
+		} else if r.raw.bytes > 0 {
+			client += fmt.Sprintf("%.2f %s", r.raw.clientCPU(), unit)
+		} else {
+			client += fmt.Sprintf("%.0f %s", r.raw.clientCPU(), unit)
+		}
 		stmts := "–"
 		if r.gw.stmtsOK {
 			stmts = fmt.Sprintf("%.1f", r.gw.stmts())
@@ -245,8 +270,8 @@ func (s *summary) print() {
 				met = map[bool]string{true: "yes", false: "**no**"}[m]
 			}
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.engine, r.name, r.gw.show(), rawRate, ratio, cpu, rawCPU, stmts, r.target.text, met)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.engine, r.name, r.gw.show(), rawRate, ratio, cpu, rawCPU, client, stmts, r.target.text, met)
 	}
 	fmt.Print(sb.String())
 }

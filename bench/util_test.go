@@ -290,7 +290,11 @@ func (m *cpuMeter) pgCPU() (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	ticks := pm.utime + pm.stime + pm.cutime + pm.cstime
+	ticks := pm.cutime + pm.cstime // reaped backends
+	exact, ok := runtimeNS(m.postmaster)
+	if !ok {
+		ticks += pm.utime + pm.stime
+	}
 	procs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return 0, false
@@ -304,9 +308,34 @@ func (m *cpuMeter) pgCPU() (time.Duration, bool) {
 		if err != nil || st.ppid != m.postmaster {
 			continue // gone meanwhile, or not a child of the postmaster
 		}
+		// A backend's own time in nanoseconds: its ticks truncate, and
+		// the fresh connections of a raw round, each a few milliseconds,
+		// would read as 0 and undercount that round by up to a tick each.
+		if ns, ok := runtimeNS(pid); ok {
+			exact += ns
+			continue
+		}
 		ticks += st.utime + st.stime
 	}
-	return time.Duration(ticks) * clockTick, true
+	return time.Duration(ticks)*clockTick + exact, true
+}
+
+// runtimeNS is the CPU time of single-threaded process pid in
+// nanoseconds (the first field of /proc/PID/schedstat).
+func runtimeNS(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ns), true
 }
 
 // selfCPU returns this process's user+system CPU time.
