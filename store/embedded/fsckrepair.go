@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/s3gate/s3gate/fleet"
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/protocol"
 )
@@ -53,51 +52,47 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, e
 }
 
 // RemoveObjectWithBlobs deletes object bucket/key (its parts cascade) if it
-// still references one of blobs ids, under the object's lock as DELETE
-// takes it. It reports whether it deleted it. Object Lock decides as for
-// every removal of a version for good (protocol.CheckRemovable): a version
-// it protects stays, and the error wraps store.ErrObjectLocked;
-// bypassGovernance lifts a running GOVERNANCE retention only.
+// still references one of blobs ids, as protocol.RemoveObjectWithBlobs
+// decides, in a write transaction of the engine's dialect under the
+// object's lock as DELETE takes it. It reports whether it deleted it; a
+// version Object Lock protects stays, and the error wraps
+// store.ErrObjectLocked.
 func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
+	return protocol.RemoveObjectWithBlobs(ctx, dialect{e: g.e}, bucket, key, ids, bypassGovernance)
+}
+
+// CurrentReferencing implements protocol.Tx.
+func (t txn) CurrentReferencing(ctx context.Context, bucket, key string, ids []int64) (string, bool, error) {
+	fail := func(err error) (string, bool, error) {
+		return "", false, fmt.Errorf("current row of %s/%s referencing blobs: %w", bucket, key, err)
+	}
 	arr, err := json.Marshal(ids)
 	if err != nil {
-		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+		return fail(err)
 	}
-	// The lock before the write transaction, as every writer takes it.
-	unlock, err := g.e.locks.lock(ctx, uint64(fleet.ObjectLockKey(bucket, key)))
-	if err != nil {
-		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+	var vid string
+	err = t.q.QueryRowContext(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = ? AND o.key = ?
+		AND (o.blob_id IN (SELECT value FROM json_each(?)) OR EXISTS (SELECT 1 FROM object_parts p
+		     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id IN (SELECT value FROM json_each(?))))`,
+		bucket, key, string(arr), string(arr)).Scan(&vid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
 	}
-	defer unlock()
-	var n int64
-	err = g.e.withWrite(ctx, func(tx *sql.Tx) error {
-		var vid string
-		err := tx.QueryRowContext(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = ? AND o.key = ?
-			AND (o.blob_id IN (SELECT value FROM json_each(?)) OR EXISTS (SELECT 1 FROM object_parts p
-			     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id IN (SELECT value FROM json_each(?))))`,
-			bucket, key, string(arr), string(arr)).Scan(&vid)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // gone, or no longer the object without bytes
-		}
-		if err != nil {
-			return mapErr(err)
-		}
-		l, now, err := txn{q: tx}.VersionLock(ctx, bucket, key, vid)
-		if err != nil {
-			return err
-		}
-		if err := protocol.CheckRemovable(l, now, bypassGovernance); err != nil {
-			return err
-		}
-		r, err := tx.ExecContext(ctx, `DELETE FROM objects WHERE bucket = ? AND key = ? AND version_id = ?`, bucket, key, vid)
-		if err != nil {
-			return mapErr(err)
-		}
-		n, err = r.RowsAffected()
-		return err
-	})
 	if err != nil {
-		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+		return fail(mapErr(err))
+	}
+	return vid, true, nil
+}
+
+// DeleteCurrent implements protocol.Tx; the manifest rows cascade.
+func (t txn) DeleteCurrent(ctx context.Context, bucket, key, versionID string) (bool, error) {
+	r, err := t.q.ExecContext(ctx, `DELETE FROM objects WHERE bucket = ? AND key = ? AND version_id = ?`, bucket, key, versionID)
+	if err != nil {
+		return false, fmt.Errorf("delete current row of %s/%s: %w", bucket, key, mapErr(err))
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("delete current row of %s/%s: %w", bucket, key, mapErr(err))
 	}
 	return n > 0, nil
 }

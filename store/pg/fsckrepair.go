@@ -41,43 +41,42 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, e
 }
 
 // RemoveObjectWithBlobs deletes object bucket/key (its parts with it) if it
-// still references one of blobs ids, under the object's lock as DELETE
-// takes it. It reports whether it deleted it. Object Lock decides as for
-// every removal of a version for good (protocol.CheckRemovable, by the
-// database's clock in this transaction): a version it protects stays, and
-// the error wraps store.ErrObjectLocked; bypassGovernance lifts a running
-// GOVERNANCE retention only.
+// still references one of blobs ids, as protocol.RemoveObjectWithBlobs
+// decides, in a transaction of GC's pool under the object's lock as DELETE
+// takes it. It reports whether it deleted it; a version Object Lock
+// protects stays, and the error wraps store.ErrObjectLocked.
 func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
-	var n int64
-	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
-		if err := lockXact(ctx, tx, objectLockKey(bucket, key)); err != nil {
-			return err
-		}
-		var vid string
-		err := tx.QueryRow(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = $1 AND o.key = $2
-			AND (o.blob_id = ANY($3) OR EXISTS (SELECT 1 FROM object_parts p
-			     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($3)))`, bucket, key, ids).Scan(&vid)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // gone, or no longer the object without bytes
-		}
-		if err != nil {
-			return err
-		}
-		l, now, err := (&txn{q: tx, tx: tx}).VersionLock(ctx, bucket, key, vid)
-		if err != nil {
-			return err
-		}
-		if err := protocol.CheckRemovable(l, now, bypassGovernance); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM objects WHERE bucket = $1 AND key = $2 AND version_id = $3`, bucket, key, vid)
-		n = tag.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+	return protocol.RemoveObjectWithBlobs(ctx, g.dialect(), bucket, key, ids, bypassGovernance)
+}
+
+// dialect is the store protocol's dialect over GC's pool: an engine with
+// the pool alone, whose transactions and locks are the engine's (no large
+// engine, pins or hooks).
+func (g *GC) dialect() protocol.Dialect { return dialect{e: &Engine{pool: g.db}} }
+
+// CurrentReferencing implements protocol.Tx.
+func (t *txn) CurrentReferencing(ctx context.Context, bucket, key string, ids []int64) (string, bool, error) {
+	var vid string
+	err := t.q.QueryRow(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = $1 AND o.key = $2
+		AND (o.blob_id = ANY($3) OR EXISTS (SELECT 1 FROM object_parts p
+		     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($3)))`, bucket, key, ids).Scan(&vid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
 	}
-	return n > 0, nil
+	if err != nil {
+		return "", false, fmt.Errorf("current row of %s/%s referencing blobs: %w", bucket, key, mapErr(err))
+	}
+	return vid, true, nil
+}
+
+// DeleteCurrent implements protocol.Tx; the manifest goes by ON DELETE
+// CASCADE.
+func (t *txn) DeleteCurrent(ctx context.Context, bucket, key, versionID string) (bool, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM objects WHERE bucket = $1 AND key = $2 AND version_id = $3`, bucket, key, versionID)
+	if err != nil {
+		return false, fmt.Errorf("delete current row of %s/%s: %w", bucket, key, mapErr(err))
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // RemoveBlobRow deletes the row of blob id, whose bytes are gone, unless

@@ -141,3 +141,36 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.Obje
 		return nil
 	})
 }
+
+// RemoveObjectWithBlobs is fsck's repair of an object whose blobs have no
+// bytes (fsck --repair=remove-missing, ADR 026): in one write transaction
+// of d under bucket/key's object lock, as DELETE takes it, the current row
+// of bucket/key is deleted if it still references one of blobs ids
+// (directly or through its manifest), and it reports whether it deleted
+// it. Object Lock decides as for every removal of a version for good
+// (CheckRemovable, by the database's clock in that transaction): a version
+// it protects stays, and the error wraps store.ErrObjectLocked;
+// bypassGovernance lifts a running GOVERNANCE retention only. Noncurrent
+// versions and upload parts are left to the store's delete and abort.
+func RemoveObjectWithBlobs(ctx context.Context, d Dialect, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
+	var removed bool
+	err := d.Write(ctx, []int64{fleet.ObjectLockKey(bucket, key)}, func(tx Tx) error {
+		vid, found, err := tx.CurrentReferencing(ctx, bucket, key, ids)
+		if err != nil || !found {
+			return err // !found: gone, or no longer the object without bytes
+		}
+		l, now, err := tx.VersionLock(ctx, bucket, key, vid)
+		if err != nil {
+			return err
+		}
+		if err := CheckRemovable(l, now, bypassGovernance); err != nil {
+			return err
+		}
+		removed, err = tx.DeleteCurrent(ctx, bucket, key, vid)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+	}
+	return removed, nil
+}

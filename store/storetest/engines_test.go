@@ -54,6 +54,8 @@ func openEmbedded(t *testing.T) *storetest.Env {
 		Store:     e,
 		LargeTier: store.TierLocal,
 		Units:     func(int) map[string]int { return map[string]int{"files": 1} },
+		// fsck's repair, through the engine's GC as fsck runs it.
+		RemoveObjectWithBlobs: e.GC().RemoveObjectWithBlobs,
 		Idle: func(t testing.TB) {
 			if n := e.PinCount(); n != 0 {
 				t.Errorf("%d pins held", n)
@@ -107,6 +109,8 @@ func openPG(mode string) func(t *testing.T) *storetest.Env {
 				return units
 			},
 			Idle: func(t testing.TB) { storetest.PoolClean(t, pool) },
+			// fsck's repair, through a GC over the pool as fsck builds it.
+			RemoveObjectWithBlobs: pg.NewGC(pool).RemoveObjectWithBlobs,
 		}
 		if mode != pg.LargeLocal {
 			v.ReapStages = func(t testing.TB) {

@@ -24,16 +24,7 @@ func testObjectLock(t *testing.T, v *Env) {
 	if !ok {
 		t.Fatalf("%T keeps no Object Lock", v.Store)
 	}
-	cfgs, ok := v.Store.(store.BucketConfigStore)
-	if !ok {
-		t.Fatalf("%T keeps no bucket configuration", v.Store)
-	}
-	if err := v.Store.SetBucketVersioning(ctx, "b", store.VersioningEnabled); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfgs.PutBucketConfig(ctx, "b", store.BucketConfigObjectLock, `{"enabled":true}`); err != nil {
-		t.Fatal(err)
-	}
+	v.objectLockBucket(t)
 	put := func(key string, data []byte, l *store.ObjectLock) store.ObjectInfo {
 		t.Helper()
 		info, err := v.Store.PutObject(ctx, "b", key, bytes.NewReader(data), store.PutOptions{Size: int64(len(data)), Meta: store.ObjectMeta{Lock: l}})
@@ -41,12 +32,6 @@ func testObjectLock(t *testing.T, v *Env) {
 			t.Fatalf("put %s: %v", key, err)
 		}
 		return info
-	}
-	locked := func(what string, err error) {
-		t.Helper()
-		if !errors.Is(err, store.ErrObjectLocked) {
-			t.Fatalf("%s: %v, want ErrObjectLocked", what, err)
-		}
 	}
 	readable := func(key, versionID string, want []byte) store.ObjectInfo {
 		t.Helper()
@@ -60,15 +45,15 @@ func testObjectLock(t *testing.T, v *Env) {
 	until := time.Now().Add(5 * time.Second).UTC()
 	c := put("comp", data, &store.ObjectLock{Mode: store.LockCompliance, RetainUntil: &until})
 	_, err := v.Store.DeleteObjectVersion(ctx, "b", "comp", store.DeleteOptions{VersionID: c.VersionID, IfMatch: c.ETag, IfMatchLastModified: &c.LastModified})
-	locked("lifecycle-style delete by version id", err)
+	wantLocked(t, "lifecycle-style delete by version id", err)
 	_, err = v.Store.DeleteObjectVersion(ctx, "b", "comp", store.DeleteOptions{VersionID: c.VersionID, BypassGovernance: true})
-	locked("delete with bypass", err)
+	wantLocked(t, "delete with bypass", err)
 	free := put("free", []byte("free"), nil)
 	res, err := v.Store.DeleteObjectVersions(ctx, "b", []store.ObjectID{{Key: "comp", VersionID: c.VersionID}, {Key: "free", VersionID: free.VersionID}})
 	if err != nil || len(res) != 2 {
 		t.Fatalf("DeleteObjectVersions: %+v, %v", res, err)
 	}
-	locked("DeleteObjectVersions of the locked version", res[0].Err)
+	wantLocked(t, "DeleteObjectVersions of the locked version", res[0].Err)
 	if res[1].Err != nil {
 		t.Fatalf("the unlocked entry of the same request failed: %v", res[1].Err)
 	}
@@ -92,9 +77,9 @@ func testObjectLock(t *testing.T, v *Env) {
 	cl := put("comp-long", []byte("long"), &store.ObjectLock{Mode: store.LockCompliance, RetainUntil: &hour})
 	short := hour.Add(-time.Minute)
 	_, err = ls.PutObjectLock(ctx, "b", "comp-long", cl.VersionID, store.LockChange{SetRetention: true, Mode: store.LockCompliance, RetainUntil: &short, BypassGovernance: true})
-	locked("shortening COMPLIANCE", err)
+	wantLocked(t, "shortening COMPLIANCE", err)
 	_, err = ls.PutObjectLock(ctx, "b", "comp-long", cl.VersionID, store.LockChange{SetRetention: true, BypassGovernance: true})
-	locked("removing COMPLIANCE", err)
+	wantLocked(t, "removing COMPLIANCE", err)
 	longer := hour.Add(time.Minute)
 	if _, err := ls.PutObjectLock(ctx, "b", "comp-long", cl.VersionID, store.LockChange{SetRetention: true, Mode: store.LockCompliance, RetainUntil: &longer}); err != nil {
 		t.Fatalf("extending COMPLIANCE: %v", err)
@@ -111,7 +96,7 @@ func testObjectLock(t *testing.T, v *Env) {
 	// GOVERNANCE yields to the bypass only.
 	g := put("gov", []byte("gov"), &store.ObjectLock{Mode: store.LockGovernance, RetainUntil: &longer})
 	_, err = v.Store.DeleteObjectVersion(ctx, "b", "gov", store.DeleteOptions{VersionID: g.VersionID})
-	locked("GOVERNANCE without bypass", err)
+	wantLocked(t, "GOVERNANCE without bypass", err)
 	if _, err := v.Store.DeleteObjectVersion(ctx, "b", "gov", store.DeleteOptions{VersionID: g.VersionID, BypassGovernance: true}); err != nil {
 		t.Fatalf("GOVERNANCE with bypass: %v", err)
 	}
@@ -122,7 +107,7 @@ func testObjectLock(t *testing.T, v *Env) {
 		t.Fatal(err)
 	}
 	_, err = v.Store.DeleteObjectVersion(ctx, "b", "hold", store.DeleteOptions{VersionID: h.VersionID, BypassGovernance: true})
-	locked("legal hold", err)
+	wantLocked(t, "legal hold", err)
 	if _, err := ls.PutObjectLock(ctx, "b", "hold", h.VersionID, store.LockChange{LegalHold: store.LegalHoldOff}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +148,28 @@ func testObjectLock(t *testing.T, v *Env) {
 		t.Fatalf("the expired version is still there: %v", err)
 	}
 	v.Idle(t)
+}
+
+// objectLockBucket turns on versioning and Object Lock on bucket "b".
+func (v *Env) objectLockBucket(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	cfgs, ok := v.Store.(store.BucketConfigStore)
+	if !ok {
+		t.Fatalf("%T keeps no bucket configuration", v.Store)
+	}
+	if err := v.Store.SetBucketVersioning(ctx, "b", store.VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfgs.PutBucketConfig(ctx, "b", store.BucketConfigObjectLock, `{"enabled":true}`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantLocked fails t unless err is Object Lock's refusal.
+func wantLocked(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, store.ErrObjectLocked) {
+		t.Fatalf("%s: %v, want ErrObjectLocked", what, err)
+	}
 }

@@ -60,6 +60,10 @@ type Env struct {
 	// does with an abandoned one; nil where a put's stage is not reaped. It
 	// is called from within a put's body read, so it reports with Errorf.
 	ReapStages func(t testing.TB)
+	// RemoveObjectWithBlobs is fsck's repair of an object whose blobs have
+	// no bytes, as the engine's GC runs it (protocol.RemoveObjectWithBlobs
+	// over the engine's dialect).
+	RemoveObjectWithBlobs func(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error)
 }
 
 // Stored is how one object is stored.
@@ -97,6 +101,7 @@ var tests = []test{
 	{"BucketCors", testBucketCors},
 	{"BucketCorsRace", testBucketCorsRace},
 	{"ObjectLock", testObjectLock},
+	{"RemoveObjectWithBlobs", testRemoveObjectWithBlobs},
 }
 
 // Run runs the suite, each test as a parallel subtest on its own engine from
