@@ -150,8 +150,12 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.Obje
 // it. Object Lock decides as for every removal of a version for good
 // (CheckRemovable, by the database's clock in that transaction): a version
 // it protects stays, and the error wraps store.ErrObjectLocked;
-// bypassGovernance lifts a running GOVERNANCE retention only. Noncurrent
-// versions and upload parts are left to the store's delete and abort.
+// bypassGovernance lifts a running GOVERNANCE retention only. On a bucket
+// with versioning the key is then left as a DELETE of that version id
+// leaves it (deleteVersion): the newest remaining version, if an object,
+// becomes current, and a delete marker stays the latest. The other
+// noncurrent versions and upload parts are left to the store's delete and
+// abort.
 func RemoveObjectWithBlobs(ctx context.Context, d Dialect, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
 	var removed bool
 	err := d.Write(ctx, []int64{fleet.ObjectLockKey(bucket, key)}, func(tx Tx) error {
@@ -166,7 +170,13 @@ func RemoveObjectWithBlobs(ctx context.Context, d Dialect, bucket, key string, i
 		if err := CheckRemovable(l, now, bypassGovernance); err != nil {
 			return err
 		}
-		removed, err = tx.DeleteCurrent(ctx, bucket, key, vid)
+		if removed, err = tx.DeleteCurrent(ctx, bucket, key, vid); err != nil || !removed {
+			return err
+		}
+		// The key must not keep noncurrent versions without a current row,
+		// which no read would serve: as deleteVersion after the current
+		// version goes.
+		_, err = tx.PromoteNewest(ctx, bucket, key)
 		return err
 	})
 	if err != nil {
