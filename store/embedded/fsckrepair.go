@@ -51,8 +51,9 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, e
 	return refs, nil
 }
 
-// RemoveObjectWithBlobs deletes object bucket/key (its parts cascade) if it
-// still references one of blobs ids, as protocol.RemoveObjectWithBlobs
+// RemoveObjectWithBlobs removes the current version of bucket/key (its
+// parts cascade; the next newest version is promoted) if it still
+// references one of blobs ids, as protocol.RemoveObjectWithBlobs
 // decides, in a write transaction of the engine's dialect under the
 // object's lock as DELETE takes it. It reports whether it deleted it; a
 // version Object Lock protects stays, and the error wraps
