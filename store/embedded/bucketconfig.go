@@ -19,7 +19,7 @@ var _ store.BucketConfigStore = (*Engine)(nil)
 // BucketConfigs implements store.BucketConfigStore: one statement reads the
 // bucket's existence and its documents.
 func (e *Engine) BucketConfigs(ctx context.Context, bucket string) (map[string]string, error) {
-	rows, err := e.rdb.QueryContext(ctx, `SELECT c.name, c.value FROM buckets b
+	rows, err := e.rq.QueryContext(ctx, `SELECT c.name, c.value FROM buckets b
 		LEFT JOIN bucket_configs c ON c.bucket = b.name WHERE b.name = ?`, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("bucket configs %q: %w", bucket, mapErr(err))
@@ -51,7 +51,7 @@ func (e *Engine) PutBucketConfig(ctx context.Context, bucket, name, value string
 	if err := protocol.CheckBucketConfig(name, value); err != nil {
 		return err
 	}
-	err := e.withWrite(ctx, func(tx *sql.Tx) error {
+	err := e.withWrite(ctx, func(tx txQuerier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO bucket_configs (bucket, name, value, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (bucket, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
 			bucket, name, value, toMicros(now()))
@@ -69,7 +69,7 @@ func (e *Engine) PutBucketConfig(ctx context.Context, bucket, name, value string
 // DeleteBucketConfig implements store.BucketConfigStore.
 func (e *Engine) DeleteBucketConfig(ctx context.Context, bucket, name string) (bool, error) {
 	var exists, deleted bool
-	err := e.withWrite(ctx, func(tx *sql.Tx) error {
+	err := e.withWrite(ctx, func(tx txQuerier) error {
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM buckets WHERE name = ?)`, bucket).Scan(&exists); err != nil || !exists {
 			return err
 		}

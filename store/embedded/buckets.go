@@ -20,7 +20,7 @@ type querier interface {
 
 // ListBuckets implements store.ObjectStore.
 func (e *Engine) ListBuckets(ctx context.Context) ([]store.Bucket, error) {
-	rows, err := e.rdb.QueryContext(ctx, `SELECT name, region, created_at FROM buckets ORDER BY name`)
+	rows, err := e.rq.QueryContext(ctx, `SELECT name, region, created_at FROM buckets ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list buckets: %w", mapErr(err))
 	}
@@ -48,7 +48,7 @@ func (e *Engine) CreateBucket(ctx context.Context, name, region string) error {
 		region = e.region
 	}
 	var created bool
-	err := e.withWrite(ctx, func(tx *sql.Tx) error {
+	err := e.withWrite(ctx, func(tx txQuerier) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, region, created_at) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO NOTHING`, name, region, toMicros(now()))
 		if err != nil {
@@ -71,7 +71,7 @@ func (e *Engine) CreateBucket(ctx context.Context, name, region string) error {
 func (e *Engine) HeadBucket(ctx context.Context, name string) (store.Bucket, error) {
 	b := store.Bucket{Name: name}
 	var created int64
-	err := e.rdb.QueryRowContext(ctx, `SELECT region, created_at FROM buckets WHERE name = ?`, name).Scan(&b.Region, &created)
+	err := e.rq.QueryRowContext(ctx, `SELECT region, created_at FROM buckets WHERE name = ?`, name).Scan(&b.Region, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Bucket{}, fmt.Errorf("bucket %q: %w", name, store.ErrNoSuchBucket)
 	}

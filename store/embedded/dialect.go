@@ -34,16 +34,16 @@ func (d dialect) Write(ctx context.Context, keys []int64, fn func(protocol.Tx) e
 		return err
 	}
 	defer unlock()
-	return d.e.withWrite(ctx, func(tx *sql.Tx) error { return fn(txn{q: tx}) })
+	return d.e.withWrite(ctx, func(tx txQuerier) error { return fn(txn{q: tx}) })
 }
 
 // Read implements protocol.Dialect: a read transaction on the reader pool.
 func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
-	return d.e.withRead(ctx, func(tx *sql.Tx) error { return fn(txn{q: tx}) })
+	return d.e.withRead(ctx, func(tx txQuerier) error { return fn(txn{q: tx}) })
 }
 
 // Autocommit implements protocol.Dialect: statements on the reader pool.
-func (d dialect) Autocommit() protocol.Tx { return txn{q: d.e.rdb} }
+func (d dialect) Autocommit() protocol.Tx { return txn{q: d.e.rq} }
 
 // OpenContent implements protocol.Dialect.
 func (d dialect) OpenContent(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
@@ -192,18 +192,19 @@ func (t txn) Resolve(ctx context.Context, bucket, key string, withInline bool) (
 	return t.resolve(ctx, bucket, key, nil, withInline)
 }
 
-// resolve is resolveObject in one snapshot.
+// resolve is resolveObject in one snapshot: a read transaction of its own
+// when t runs outside one.
 func (t txn) resolve(ctx context.Context, bucket, key string, versionID *string, withInline bool) (*protocol.Resolved, error) {
-	db, ok := t.q.(*sql.DB)
+	c, ok := t.q.(*stmtCache)
 	if !ok {
 		return resolveObject(ctx, t.q, bucket, key, versionID, withInline)
 	}
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("begin read: %w", mapErr(err))
-	}
-	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
-	return resolveObject(ctx, tx, bucket, key, versionID, withInline)
+	var r *protocol.Resolved
+	err := c.readTx(ctx, &sql.TxOptions{ReadOnly: true}, func(tx txQuerier) (err error) {
+		r, err = resolveObject(ctx, tx, bucket, key, versionID, withInline)
+		return err
+	})
+	return r, err
 }
 
 func (t txn) InlineData(ctx context.Context, id int64) ([]byte, bool, error) {

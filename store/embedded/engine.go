@@ -12,6 +12,14 @@
 // transaction never has to upgrade its lock halfway), and a separate pool of
 // reader connections, which WAL mode lets read committed snapshots while the
 // writer works. Object and upload locks and content pins live in process.
+//
+// Statements run prepared: database/sql would hand each call's SQL text to
+// the driver, which parses and finalizes it every time (about a quarter of a
+// small GET's CPU). Each pool has a statement cache (stmts.go) that prepares a
+// text once per connection and reuses it, inside transactions too; it holds
+// at most stmtLimit texts (the engine has about a hundred) and runs any
+// beyond that unprepared. SQLite re-prepares a statement whose schema changed.
+// See ADR 005.
 package embedded
 
 import (
@@ -68,12 +76,16 @@ type Config struct {
 	// gateway (s3gate admin): SQLite's own file locks keep those writes safe,
 	// so no data directory lock (LockFile) is taken. Every other user holds it.
 	KeysOnly bool
+
+	driver string // the database/sql driver; "" means modernc's "sqlite" (tests count compilations)
 }
 
 // Engine is the embedded metadata engine. It implements store.ObjectStore.
 type Engine struct {
-	wdb     *sql.DB // exactly one connection: every write transaction
-	rdb     *sql.DB // reader pool
+	wdb     *sql.DB    // exactly one connection: every write transaction
+	rdb     *sql.DB    // reader pool
+	wq      *stmtCache // the writer's prepared statements
+	rq      *stmtCache // the readers' prepared statements; the querier of autocommit reads
 	media   *localfs.Media
 	region  string
 	locks   *lockTable
@@ -138,7 +150,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
 	// The writer sets the persistent journal mode before any reader opens.
-	e.wdb, err = sql.Open("sqlite", dsn(path, true))
+	driver := cfg.driver
+	if driver == "" {
+		driver = "sqlite"
+	}
+	e.wdb, err = sql.Open(driver, dsn(path, true))
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
 	}
@@ -154,11 +170,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		_ = e.wdb.Close()
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	e.rdb, err = sql.Open("sqlite", dsn(path, false))
+	e.wq = newStmtCache(e.wdb, stmtLimit)
+	e.rdb, err = sql.Open(driver, dsn(path, false))
 	if err != nil {
 		_ = e.wdb.Close()
 		return nil, fmt.Errorf("embedded: open %s for reading: %w", path, err)
 	}
+	e.rq = newStmtCache(e.rdb, stmtLimit)
 	readers := max(4, runtime.GOMAXPROCS(0)*2)
 	e.rdb.SetMaxOpenConns(readers)
 	e.rdb.SetMaxIdleConns(readers)
@@ -216,6 +234,14 @@ func dsn(path string, writer bool) string {
 // Close closes both connection pools. Open readers must be closed first.
 func (e *Engine) Close() error {
 	var errs []error
+	// Statements first, while their connections are open to finalize them.
+	for _, c := range []*stmtCache{e.rq, e.wq} {
+		if c != nil {
+			if err := c.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if e.rdb != nil {
 		if err := e.rdb.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close readers: %w", err))
@@ -242,7 +268,7 @@ func (e *Engine) Close() error {
 // accepts durable writes.
 func (e *Engine) Ping(ctx context.Context) error {
 	var one int
-	if err := e.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+	if err := e.rq.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
 		return fmt.Errorf("embedded: ping: %w: %w", store.ErrUnavailable, err)
 	}
 	if err := e.media.Writable(ctx); err != nil {
@@ -262,7 +288,9 @@ func (e *Engine) DB() *sql.DB { return e.rdb }
 // writer connection) and commits it. Any error or panic rolls back; the
 // connection is never returned mid-transaction. Callers take their object
 // locks before calling, never inside fn: fn holds the only writer connection.
-func (e *Engine) withWrite(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+// fn's statements run prepared through the writer's statement cache.
+func (e *Engine) withWrite(ctx context.Context, fn func(tx txQuerier) error) (err error) {
+	e.wq.preparePending(ctx)
 	tx, err := e.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
@@ -275,7 +303,7 @@ func (e *Engine) withWrite(ctx context.Context, fn func(tx *sql.Tx) error) (err 
 			}
 		}
 	}()
-	if err := fn(tx); err != nil {
+	if err := fn(txQuerier{tx: tx, c: e.wq}); err != nil {
 		return err
 	}
 	// database/sql ends the transaction whatever Commit returns, and the
@@ -289,14 +317,10 @@ func (e *Engine) withWrite(ctx context.Context, fn func(tx *sql.Tx) error) (err 
 }
 
 // withRead runs fn in a read transaction on the reader pool: every statement
-// of fn sees the same committed snapshot.
-func (e *Engine) withRead(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := e.rdb.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin read: %w", mapErr(err))
-	}
-	defer func() { _ = tx.Rollback() }() // read-only: ending it is all that matters
-	return fn(tx)
+// of fn sees the same committed snapshot. fn's statements run prepared
+// through the readers' statement cache.
+func (e *Engine) withRead(ctx context.Context, fn func(tx txQuerier) error) error {
+	return e.rq.readTx(ctx, nil, fn)
 }
 
 // mapErr turns "database is busy/locked" into store.ErrUnavailable (503) and

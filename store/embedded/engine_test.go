@@ -3,7 +3,6 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -193,27 +192,27 @@ func TestFailedWriteLeavesWriterClean(t *testing.T) {
 	ctx := context.Background()
 	e := newEngine(t)
 	boom := errors.New("boom")
-	insert := func(tx *sql.Tx, name string) error {
+	insert := func(tx txQuerier, name string) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, region, created_at) VALUES (?, 'r', 0)`, name)
 		return err
 	}
 	tests := []struct {
 		name string
-		fn   func(tx *sql.Tx) error
+		fn   func(tx txQuerier) error
 	}{
-		{"error", func(tx *sql.Tx) error {
+		{"error", func(tx txQuerier) error {
 			if err := insert(tx, "err"); err != nil {
 				return err
 			}
 			return boom
 		}},
-		{"panic", func(tx *sql.Tx) error {
+		{"panic", func(tx txQuerier) error {
 			if err := insert(tx, "panic"); err != nil {
 				return err
 			}
 			panic(boom)
 		}},
-		{"constraint", func(tx *sql.Tx) error {
+		{"constraint", func(tx txQuerier) error {
 			if err := insert(tx, "dup"); err != nil {
 				return err
 			}

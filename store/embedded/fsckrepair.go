@@ -24,7 +24,7 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, e
 	if err != nil {
 		return nil, fmt.Errorf("blob referrers: %w", err)
 	}
-	rows, err := g.e.rdb.QueryContext(ctx, `WITH ids(id) AS (SELECT value FROM json_each(?))
+	rows, err := g.e.rq.QueryContext(ctx, `WITH ids(id) AS (SELECT value FROM json_each(?))
 		SELECT blob_id, bucket, key, '', 0, '' FROM objects WHERE blob_id IN (SELECT id FROM ids)
 		UNION ALL SELECT blob_id, bucket, key, '', part_number, '' FROM object_parts WHERE blob_id IN (SELECT id FROM ids)
 		UNION ALL SELECT u.blob_id, up.bucket, up.key, u.upload_id, u.part_number, ''
@@ -109,7 +109,7 @@ func (g *GC) RemoveBlobRow(ctx context.Context, id int64) (bool, error) {
 	}
 	defer release()
 	var n int64
-	err := g.e.withWrite(ctx, func(tx *sql.Tx) error {
+	err := g.e.withWrite(ctx, func(tx txQuerier) error {
 		r, err := tx.ExecContext(ctx, `DELETE FROM blobs AS b WHERE b.id = ? AND `+unreferenced, id)
 		if err != nil {
 			return mapErr(err)

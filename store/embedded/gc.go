@@ -57,7 +57,7 @@ func (g *GC) Rowless(ctx context.Context, ids []int64) ([]int64, error) {
 }
 
 func (g *GC) ids(ctx context.Context, q string, args ...any) ([]int64, error) {
-	rows, err := g.e.rdb.QueryContext(ctx, q, args...)
+	rows, err := g.e.rq.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("gc query: %w", mapErr(err))
 	}
@@ -89,7 +89,7 @@ func (g *GC) InTx(ctx context.Context, _ time.Duration, fn func(store.GCTx) (boo
 			release()
 		}
 	}()
-	err := g.e.withWrite(ctx, func(tx *sql.Tx) error {
+	err := g.e.withWrite(ctx, func(tx txQuerier) error {
 		t.tx = tx
 		commit, err := fn(t)
 		if err == nil && !commit {
@@ -104,7 +104,7 @@ func (g *GC) InTx(ctx context.Context, _ time.Duration, fn func(store.GCTx) (boo
 }
 
 type gcTx struct {
-	tx       *sql.Tx
+	tx       txQuerier
 	pins     *fleet.LocalPins
 	releases []func()
 }
@@ -227,7 +227,7 @@ func (t *gcTx) ProveRowless(ctx context.Context, id int64) (store.GCVerdict, err
 
 // ExpiredUploads lists uploads initiated more than expiry ago, by id.
 func (g *GC) ExpiredUploads(ctx context.Context, expiry time.Duration, after string, limit int) ([]store.GCUpload, error) {
-	rows, err := g.e.rdb.QueryContext(ctx, `SELECT upload_id, bucket, key FROM uploads
+	rows, err := g.e.rq.QueryContext(ctx, `SELECT upload_id, bucket, key FROM uploads
 		WHERE initiated <= ? AND upload_id > ? ORDER BY upload_id LIMIT ?`, cutoff(expiry), after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list expired uploads: %w", mapErr(err))
@@ -263,7 +263,7 @@ func (g *GC) AbortUpload(ctx context.Context, u store.GCUpload, expiry, lockTime
 	}
 	defer unlock()
 	res := store.GCGone
-	err = g.e.withWrite(ctx, func(tx *sql.Tx) error {
+	err = g.e.withWrite(ctx, func(tx txQuerier) error {
 		r, err := tx.ExecContext(ctx, `DELETE FROM uploads WHERE upload_id = ? AND initiated <= ?`, u.ID, cutoff(expiry))
 		if err != nil {
 			return fmt.Errorf("delete upload: %w", mapErr(err))
@@ -280,11 +280,11 @@ func (g *GC) AbortUpload(ctx context.Context, u store.GCUpload, expiry, lockTime
 // older than expiry, and the blobs that only those uploads' parts reference.
 func (g *GC) PlanBlobs(ctx context.Context, grace, expiry time.Duration) (store.GCPlan, error) {
 	var p store.GCPlan
-	if err := g.e.rdb.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(b.size), 0) FROM blobs b
+	if err := g.e.rq.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(b.size), 0) FROM blobs b
 		WHERE b.created_at <= ? AND `+unreferenced, cutoff(grace)).Scan(&p.Blobs, &p.BlobBytes); err != nil {
 		return p, fmt.Errorf("unreferenced blobs: %w", mapErr(err))
 	}
-	if err := g.e.rdb.QueryRowContext(ctx, `WITH exp AS (SELECT upload_id FROM uploads WHERE initiated <= ?)
+	if err := g.e.rq.QueryRowContext(ctx, `WITH exp AS (SELECT upload_id FROM uploads WHERE initiated <= ?)
 		SELECT (SELECT count(*) FROM exp), count(b.id), coalesce(sum(b.size), 0) FROM blobs b
 		WHERE b.created_at <= ?
 		  AND EXISTS (SELECT 1 FROM upload_parts u JOIN exp USING (upload_id) WHERE u.blob_id = b.id)

@@ -12,7 +12,7 @@ import (
 // TotalBlobBytes is the sum of every blob's size.
 func (g *GC) TotalBlobBytes(ctx context.Context) (int64, error) {
 	var n int64
-	if err := g.e.rdb.QueryRowContext(ctx, `SELECT coalesce(sum(size), 0) FROM blobs`).Scan(&n); err != nil {
+	if err := g.e.rq.QueryRowContext(ctx, `SELECT coalesce(sum(size), 0) FROM blobs`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("total size: %w", mapErr(err))
 	}
 	return n, nil
@@ -20,7 +20,7 @@ func (g *GC) TotalBlobBytes(ctx context.Context) (int64, error) {
 
 // Blobs lists blob rows with ids above after, at most limit.
 func (g *GC) Blobs(ctx context.Context, after int64, limit int) ([]store.StoredBlob, error) {
-	rows, err := g.e.rdb.QueryContext(ctx, `SELECT id, sha256, size, tier FROM blobs WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	rows, err := g.e.rq.QueryContext(ctx, `SELECT id, sha256, size, tier FROM blobs WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list blobs: %w", mapErr(err))
 	}
@@ -41,12 +41,12 @@ func (g *GC) Blobs(ctx context.Context, after int64, limit int) ([]store.StoredB
 
 // BlobExists reports whether blob id has a row.
 func (g *GC) BlobExists(ctx context.Context, id int64) (bool, error) {
-	return txn{q: g.e.rdb}.BlobExists(ctx, id)
+	return txn{q: g.e.rq}.BlobExists(ctx, id)
 }
 
 // Inline returns the inline bytes of blob id; ok is false if the row is gone.
 func (g *GC) Inline(ctx context.Context, id int64) (data []byte, ok bool, err error) {
-	return txn{q: g.e.rdb}.InlineData(ctx, id)
+	return txn{q: g.e.rq}.InlineData(ctx, id)
 }
 
 // References finds references without their blob row (the foreign keys
@@ -79,7 +79,7 @@ func (g *GC) References(ctx context.Context) (missing, sizes []store.Finding, er
 			HAVING coalesce(sum(p.size), 0) <> o.size OR count(p.part_number) <> o.part_count`},
 	}
 	for _, q := range queries {
-		rows, err := g.e.rdb.QueryContext(ctx, q.sql)
+		rows, err := g.e.rq.QueryContext(ctx, q.sql)
 		if err != nil {
 			return nil, nil, fmt.Errorf("references: %w", mapErr(err))
 		}

@@ -33,7 +33,7 @@ func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
 	if created.IsZero() {
 		created = now()
 	}
-	err = e.withWrite(ctx, func(tx *sql.Tx) error {
+	err = e.withWrite(ctx, func(tx txQuerier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO access_keys (id, secret, buckets, read_only, created_at, policy)
 			VALUES (?, ?, ?, ?, ?, ?)`, k.ID, k.Secret, string(bj), k.ReadOnly, toMicros(created), k.Policy)
 		return err
@@ -49,7 +49,7 @@ func (e *Engine) CreateKey(ctx context.Context, k store.AccessKey) error {
 
 // GetKey implements store.KeyStore.
 func (e *Engine) GetKey(ctx context.Context, id string) (store.AccessKey, error) {
-	row := e.rdb.QueryRowContext(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
+	row := e.rq.QueryRowContext(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
 		FROM access_keys WHERE id = ?`, id)
 	k, err := scanKey(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -63,7 +63,7 @@ func (e *Engine) GetKey(ctx context.Context, id string) (store.AccessKey, error)
 
 // ListKeys implements store.KeyStore.
 func (e *Engine) ListKeys(ctx context.Context) ([]store.AccessKey, error) {
-	rows, err := e.rdb.QueryContext(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
+	rows, err := e.rq.QueryContext(ctx, `SELECT id, secret, buckets, read_only, created_at, policy
 		FROM access_keys ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list access keys: %w", mapErr(err))
@@ -86,7 +86,7 @@ func (e *Engine) ListKeys(ctx context.Context) ([]store.AccessKey, error) {
 // DeleteKey implements store.KeyStore.
 func (e *Engine) DeleteKey(ctx context.Context, id string) error {
 	var n int64
-	err := e.withWrite(ctx, func(tx *sql.Tx) error {
+	err := e.withWrite(ctx, func(tx txQuerier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM access_keys WHERE id = ?`, id)
 		if err != nil {
 			return err

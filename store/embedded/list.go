@@ -31,7 +31,7 @@ func where(c *protocol.ListCursor, col string) (string, []any) {
 // together towards MaxKeys, as in S3. The page is read from one snapshot.
 func (e *Engine) ListObjects(ctx context.Context, bucket string, p store.ListParams) (store.ListResult, error) {
 	var res store.ListResult
-	err := e.withRead(ctx, func(tx *sql.Tx) error {
+	err := e.withRead(ctx, func(tx txQuerier) error {
 		if err := bucketExists(ctx, tx, bucket); err != nil {
 			return err
 		}

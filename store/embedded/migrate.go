@@ -72,7 +72,7 @@ func (e *Engine) SchemaVersion(ctx context.Context) (applied, known int, err err
 	if len(ms) > 0 {
 		known = ms[len(ms)-1].Version
 	}
-	if err := e.rdb.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
+	if err := e.rq.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
 		return 0, known, fmt.Errorf("embedded: schema version: %w", mapErr(err))
 	}
 	return applied, known, nil

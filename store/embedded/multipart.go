@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/s3gate/s3gate/store"
@@ -14,7 +13,7 @@ import (
 // together towards MaxUploads.
 func (e *Engine) ListMultipartUploads(ctx context.Context, bucket string, p store.ListUploadsParams) (store.ListUploadsResult, error) {
 	var res store.ListUploadsResult
-	err := e.withRead(ctx, func(tx *sql.Tx) error {
+	err := e.withRead(ctx, func(tx txQuerier) error {
 		if err := bucketExists(ctx, tx, bucket); err != nil {
 			return err
 		}

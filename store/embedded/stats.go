@@ -14,7 +14,7 @@ import (
 // reason.
 func (e *Engine) Ready(ctx context.Context) error {
 	var one int
-	if err := e.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+	if err := e.rq.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
 		return fmt.Errorf("database: %w", mapErr(err))
 	}
 	applied, known, err := e.SchemaVersion(ctx)
@@ -35,38 +35,39 @@ func (e *Engine) Ready(ctx context.Context) error {
 // Every query scans its table: callers cache the result.
 func (e *Engine) BlobStats(ctx context.Context) (store.BlobStats, error) {
 	st := store.BlobStats{Tiers: map[string]store.TierStats{store.TierInline: {}, store.TierLocal: {}}}
-	tx, err := e.rdb.BeginTx(ctx, nil)
-	if err != nil {
-		return store.BlobStats{}, fmt.Errorf("embedded: blob stats: %w", mapErr(err))
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo, the error adds nothing
-	rows, err := tx.QueryContext(ctx, `SELECT tier, count(*), coalesce(sum(size), 0) FROM blobs GROUP BY tier`)
-	if err != nil {
-		return store.BlobStats{}, fmt.Errorf("embedded: blobs by tier: %w", mapErr(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var tier string
-		var ts store.TierStats
-		if err := rows.Scan(&tier, &ts.Blobs, &ts.Bytes); err != nil {
-			return store.BlobStats{}, fmt.Errorf("embedded: blobs by tier: %w", mapErr(err))
+	err := e.withRead(ctx, func(tx txQuerier) error {
+		rows, err := tx.QueryContext(ctx, `SELECT tier, count(*), coalesce(sum(size), 0) FROM blobs GROUP BY tier`)
+		if err != nil {
+			return fmt.Errorf("blobs by tier: %w", mapErr(err))
 		}
-		st.Tiers[tier] = ts
-	}
-	if err := rows.Err(); err != nil {
-		return store.BlobStats{}, fmt.Errorf("embedded: blobs by tier: %w", mapErr(err))
-	}
-	if err := tx.QueryRowContext(ctx, `SELECT
-		(SELECT coalesce(sum(b.size), 0) FROM blobs b
-		  WHERE EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
-		     OR EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
-		     OR EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
-		     OR EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id))`,
-	).Scan(&st.ReferencedBytes); err != nil {
-		return store.BlobStats{}, fmt.Errorf("embedded: object bytes: %w", mapErr(err))
-	}
-	if st.Buckets, err = bucketUsage(ctx, tx, ""); err != nil {
-		return store.BlobStats{}, fmt.Errorf("embedded: bucket usage: %w", err)
+		defer rows.Close()
+		for rows.Next() {
+			var tier string
+			var ts store.TierStats
+			if err := rows.Scan(&tier, &ts.Blobs, &ts.Bytes); err != nil {
+				return fmt.Errorf("blobs by tier: %w", mapErr(err))
+			}
+			st.Tiers[tier] = ts
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("blobs by tier: %w", mapErr(err))
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT
+			(SELECT coalesce(sum(b.size), 0) FROM blobs b
+			  WHERE EXISTS (SELECT 1 FROM objects o WHERE o.blob_id = b.id)
+			     OR EXISTS (SELECT 1 FROM object_parts p WHERE p.blob_id = b.id)
+			     OR EXISTS (SELECT 1 FROM object_versions v WHERE v.blob_id = b.id)
+			     OR EXISTS (SELECT 1 FROM version_parts vp WHERE vp.blob_id = b.id))`,
+		).Scan(&st.ReferencedBytes); err != nil {
+			return fmt.Errorf("object bytes: %w", mapErr(err))
+		}
+		if st.Buckets, err = bucketUsage(ctx, tx, ""); err != nil {
+			return fmt.Errorf("bucket usage: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.BlobStats{}, fmt.Errorf("embedded: blob stats: %w", err)
 	}
 	st.LogicalBytes = store.LogicalBytesOf(st.Buckets)
 	return st, nil

@@ -23,7 +23,7 @@ const usageQuery = `SELECT b.name,
 // BucketUsage implements store.UsageStore. A latest delete marker counts
 // as a delete marker; every other row of object_versions is noncurrent.
 func (e *Engine) BucketUsage(ctx context.Context, bucket string) ([]store.BucketUsage, error) {
-	out, err := bucketUsage(ctx, e.rdb, bucket)
+	out, err := bucketUsage(ctx, e.rq, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: bucket usage: %w", err)
 	}

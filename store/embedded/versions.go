@@ -198,7 +198,7 @@ var versionList = listTable{tables: []string{currentRows, "object_versions"},
 // one snapshot, each fetch in one statement.
 func (e *Engine) ListObjectVersions(ctx context.Context, bucket string, p store.ListVersionsParams) (store.ListVersionsResult, error) {
 	var res store.ListVersionsResult
-	err := e.withRead(ctx, func(tx *sql.Tx) error {
+	err := e.withRead(ctx, func(tx txQuerier) error {
 		if err := bucketExists(ctx, tx, bucket); err != nil {
 			return err
 		}
