@@ -342,13 +342,19 @@ func (b *Body) crcValue(alg string) uint64 {
 // ReadKnee reads up to max+1 bytes of r. fits is true when r reached EOF
 // within max bytes: head is then the whole content (the inline tier).
 // Otherwise the caller continues with io.MultiReader(bytes.NewReader(head), r).
-// The buffer grows as content arrives, so small bodies stay cheap.
+// The buffer grows as content arrives, so small bodies stay cheap; a Body
+// with a declared size starts at that size and one byte for the EOF, so a
+// 4 KiB put allocates (and zeroes) 4 KiB rather than the 32 KiB start.
 func ReadKnee(r io.Reader, max int) (head []byte, fits bool, err error) {
 	if max < 0 {
 		max = 0
 	}
 	limit := max + 1
-	buf := make([]byte, 0, min(limit, 32<<10))
+	start := min(limit, 32<<10)
+	if b, ok := r.(*Body); ok && b.opts.Size >= 0 && b.opts.Size < int64(limit) {
+		start = int(b.opts.Size) + 1
+	}
+	buf := make([]byte, 0, start)
 	for len(buf) < limit {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(2*cap(buf), limit))

@@ -485,6 +485,42 @@ func TestReadKnee(t *testing.T) {
 	})
 }
 
+// TestReadKneeDeclaredSize: a Body that declares its size is read into a
+// buffer of that size and one byte, whatever the size against the knee.
+func TestReadKneeDeclaredSize(t *testing.T) {
+	const max = 100_000
+	for _, tc := range []struct {
+		name    string
+		size    int
+		fits    bool
+		wantCap int
+	}{
+		{"empty", 0, true, 1},
+		{"4 KiB", 4 << 10, true, 4<<10 + 1},
+		{"at the knee", max, true, max + 1},
+		{"above the knee", max + 5000, false, max + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := randBytes(tc.size, uint64(tc.size)+7)
+			b := NewBody(iotest.HalfReader(bytes.NewReader(data)), PutOptions{Size: int64(len(data))})
+			head, fits, err := ReadKnee(b, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fits != tc.fits || cap(head) != tc.wantCap {
+				t.Fatalf("fits %v, cap %d; want %v, %d", fits, cap(head), tc.fits, tc.wantCap)
+			}
+			whole, err := io.ReadAll(io.MultiReader(bytes.NewReader(head), b))
+			if err != nil || !bytes.Equal(whole, data) {
+				t.Fatalf("reassembled content differs (err %v)", err)
+			}
+			if _, err := b.Finish(); err != nil {
+				t.Fatalf("finish: %v", err)
+			}
+		})
+	}
+}
+
 // zeroReader is an endless source that costs nothing, so the benchmark
 // measures the hashing.
 type zeroReader struct{}
