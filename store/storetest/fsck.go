@@ -267,6 +267,10 @@ func testRemoveNoncurrentWithBlobs(t *testing.T, v *Env, put func(key string, se
 	// Object Lock (retentions long enough that no slow step sees them end).
 	hour := time.Now().Add(time.Hour).UTC()
 	v1, _, blob1, want = versions("nccomp", 75, &store.ObjectLock{Mode: store.LockCompliance, RetainUntil: &hour})
+	// Not its blobs: left before Object Lock is asked.
+	if err := remove("b", "nccomp", v1.VersionID, []int64{v.Object(t, "b", "nccomp").Blob}, true, false); err != nil {
+		t.Fatalf("noncurrent COMPLIANCE, another blob: %v", err)
+	}
 	wantLocked(t, "noncurrent COMPLIANCE with bypass", remove("b", "nccomp", v1.VersionID, []int64{blob1}, true, false))
 	same("b", "nccomp", want)
 	v1, _, blob1, want = versions("nchold", 77, &store.ObjectLock{LegalHold: store.LegalHoldOn})
