@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -171,7 +170,7 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 			}
 			// A version is judged once, however many of its parts lack bytes:
 			// by bucket/key and its version id ("" for the current row).
-			var judged []store.BlobRef
+			judged := map[store.BlobRef]bool{}
 			locked := 0
 			for _, ref := range refs {
 				if ref.UploadID != "" {
@@ -179,10 +178,10 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 					continue
 				}
 				ver := store.BlobRef{Bucket: ref.Bucket, Key: ref.Key, VersionID: ref.VersionID}
-				if slices.Contains(judged, ver) {
+				if judged[ver] {
 					continue
 				}
-				judged = append(judged, ver)
+				judged[ver] = true
 				what := "object " + ref.Bucket + "/" + ref.Key
 				if ref.VersionID != "" {
 					what = "version " + ref.VersionID + " of " + what
