@@ -39,8 +39,8 @@ the embedded default the data directory must not be in use: stop the gateway fir
 Objects whose blobs have no bytes are listed (object-without-bytes); after a restore of
 large = local, --orphans also lists blob files without a row. --repair changes the store only
 as named, then checks again and reports the result (docs/operations.md). Object Lock holds
-for it as for a DELETE: an object under a legal hold or a running retention is left in place
-(REPAIR left ... under Object Lock) and keeps its problem, so fsck exits 1; --bypass-governance
+for it as for a DELETE: an object or version under a legal hold or a running retention is left
+in place (REPAIR left ... under Object Lock) and keeps its problem, so fsck exits 1; --bypass-governance
 lifts GOVERNANCE retentions only, never COMPLIANCE ones or legal holds.
 Progress goes to stdout on a terminal, to stderr otherwise; problems and the summary go to stdout.
 Exit status: 0 clean (after the repairs, if any), 1 problems found (or the check did not finish), 2 usage or settings error.`,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,17 +18,32 @@ import (
 )
 
 // lockedFixture is what TestRepairObjectLock stores on each engine: one
-// object above the knee per lock state, on a versioned bucket.
+// object above the knee per lock state, on a versioned bucket. A noncurrent
+// entry is its key's older version (the lock state is that version's), under
+// a current version without a lock that keeps its bytes.
 var lockedFixture = []struct {
-	key  string
-	lock *store.ObjectLock
+	key        string
+	lock       *store.ObjectLock
+	noncurrent bool
 }{
-	{"free", nil},
-	{"hold-off", &store.ObjectLock{LegalHold: store.LegalHoldOff}},
-	{"gov", &store.ObjectLock{Mode: store.LockGovernance}},
-	{"comp", &store.ObjectLock{Mode: store.LockCompliance}},
-	{"hold", &store.ObjectLock{LegalHold: store.LegalHoldOn}},
-	{"gov-hold", &store.ObjectLock{Mode: store.LockGovernance, LegalHold: store.LegalHoldOn}},
+	{"free", nil, false},
+	{"hold-off", &store.ObjectLock{LegalHold: store.LegalHoldOff}, false},
+	{"gov", &store.ObjectLock{Mode: store.LockGovernance}, false},
+	{"comp", &store.ObjectLock{Mode: store.LockCompliance}, false},
+	{"hold", &store.ObjectLock{LegalHold: store.LegalHoldOn}, false},
+	{"gov-hold", &store.ObjectLock{Mode: store.LockGovernance, LegalHold: store.LegalHoldOn}, false},
+	{"old-free", nil, true},
+	{"old-gov", &store.ObjectLock{Mode: store.LockGovernance}, true},
+	{"old-comp", &store.ObjectLock{Mode: store.LockCompliance}, true},
+}
+
+// fixtureWhere is how fsck names the fixture's version of key in its lines
+// (fsck's where): a noncurrent one by a version id the pattern matches.
+func fixtureWhere(key string) string {
+	if strings.HasPrefix(key, "old-") {
+		return `version \S+ of object b/` + regexp.QuoteMeta(key)
+	}
+	return "object b/" + regexp.QuoteMeta(key)
 }
 
 // lockedEngine is the part of both metadata engines the fixture needs.
@@ -36,7 +52,8 @@ type lockedEngine interface {
 	PutObject(ctx context.Context, bucket, key string, body io.Reader, opts store.PutOptions) (store.ObjectInfo, error)
 }
 
-// putLocked stores the fixture and returns the blob id of each key.
+// putLocked stores the fixture and returns the blob id of each key's
+// version of the fixture.
 func putLocked(t *testing.T, e lockedEngine, blobID func(key string) int64) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -59,6 +76,12 @@ func putLocked(t *testing.T, e lockedEngine, blobID func(key string) int64) map[
 			t.Fatalf("put %s: %v", o.key, err)
 		}
 		ids[o.key] = blobID(o.key)
+		if o.noncurrent {
+			d := data(uint64(200+i), 3*inlineMax)
+			if _, err := e.PutObject(ctx, "b", o.key, bytes.NewReader(d), store.PutOptions{Size: int64(len(d))}); err != nil {
+				t.Fatalf("put %s again: %v", o.key, err)
+			}
+		}
 	}
 	return ids
 }
@@ -67,8 +90,9 @@ func putLocked(t *testing.T, e lockedEngine, blobID func(key string) int64) map[
 // after a restore in the wrong order), --repair=remove-missing removes the
 // objects that Object Lock does not protect and leaves, with a REPAIR line
 // and exit 1, those under a legal hold or a running retention;
-// --bypass-governance then removes the GOVERNANCE one only. On store/pg and
-// on the embedded default, through the command.
+// --bypass-governance then removes the GOVERNANCE ones only. Noncurrent
+// versions without bytes are judged alike, and their keys' current versions
+// stay. On store/pg and on the embedded default, through the command.
 func TestRepairObjectLock(t *testing.T) {
 	ctx := context.Background()
 	engines := []struct {
@@ -120,12 +144,12 @@ func TestRepairObjectLock(t *testing.T) {
 	}{
 		{args: []string{"--bypass-governance"}, code: 2},
 		{args: []string{"--repair=remove-missing"}, code: 1,
-			removed: []string{"free", "hold-off"}, kept: []string{"gov", "comp", "hold", "gov-hold"},
-			stillAffected: []string{"gov", "comp", "hold", "gov-hold"},
-			wantOut:       "REPAIR left 4 objects without bytes under Object Lock"},
+			removed: []string{"free", "hold-off", "old-free"}, kept: []string{"gov", "comp", "hold", "gov-hold", "old-gov", "old-comp"},
+			stillAffected: []string{"gov", "comp", "hold", "gov-hold", "old-gov", "old-comp"},
+			wantOut:       "REPAIR left 6 objects without bytes under Object Lock"},
 		{args: []string{"--repair=remove-missing", "--bypass-governance"}, code: 1,
-			removed: []string{"gov"}, kept: []string{"comp", "hold", "gov-hold"},
-			stillAffected: []string{"comp", "hold", "gov-hold"},
+			removed: []string{"gov", "old-gov"}, kept: []string{"comp", "hold", "gov-hold", "old-comp"},
+			stillAffected: []string{"comp", "hold", "gov-hold", "old-comp"},
 			wantOut:       "retained in COMPLIANCE mode until", notOut: "left object b/gov under"},
 	}
 	for _, eng := range engines {
@@ -146,13 +170,14 @@ func TestRepairObjectLock(t *testing.T) {
 				if code != st.code {
 					t.Fatalf("fsck %v: exit %d, want %d\n%s", st.args, code, st.code, out)
 				}
+				has := func(pattern string) bool { return regexp.MustCompile(pattern).MatchString(out) }
 				for _, k := range st.removed {
-					if !strings.Contains(out, "REPAIR removed object b/"+k+":") {
+					if !has("REPAIR removed " + fixtureWhere(k) + ": blob ") {
 						t.Errorf("fsck %v did not remove b/%s:\n%s", st.args, k, out)
 					}
 				}
 				for _, k := range st.kept {
-					if !strings.Contains(out, "REPAIR left object b/"+k+" under Object Lock") || strings.Contains(out, "removed object b/"+k+":") {
+					if !has("REPAIR left "+fixtureWhere(k)+" under Object Lock") || has("removed "+fixtureWhere(k)+":") {
 						t.Errorf("fsck %v did not leave b/%s under Object Lock:\n%s", st.args, k, out)
 					}
 				}
@@ -167,9 +192,12 @@ func TestRepairObjectLock(t *testing.T) {
 					t.Fatalf("fsck after %v: exit %d, want 1\n%s", st.args, code, out)
 				}
 				for _, o := range lockedFixture {
-					affected := strings.Contains(out, "AFFECTED object-without-bytes object b/"+o.key+": ")
+					affected := regexp.MustCompile("AFFECTED object-without-bytes " + fixtureWhere(o.key) + ": ").MatchString(out)
 					if want := slices.Contains(st.stillAffected, o.key); affected != want {
 						t.Errorf("after fsck %v: b/%s affected %v, want %v:\n%s", st.args, o.key, affected, want, out)
+					}
+					if o.noncurrent && strings.Contains(out, "AFFECTED object-without-bytes object b/"+o.key+": ") {
+						t.Errorf("after fsck %v: the current version of b/%s affected:\n%s", st.args, o.key, out)
 					}
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -32,8 +31,8 @@ const (
 
 // Repairs that Repair can make (fsck --repair=a,b).
 const (
-	// RepairRemoveMissing deletes the objects that reference blobs whose
-	// bytes are missing, and then those blobs' rows.
+	// RepairRemoveMissing deletes the objects and noncurrent versions that
+	// reference blobs whose bytes are missing, and then those blobs' rows.
 	RepairRemoveMissing = "remove-missing"
 	// RepairRemoveOrphans removes orphan blob files older than the GC grace,
 	// as GC would (which does it anyway, in time).
@@ -44,9 +43,10 @@ const (
 // engine (store/pg, store/embedded).
 type referrers interface {
 	BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, error)
-	// RemoveObjectWithBlobs refuses, with an error wrapping
-	// store.ErrObjectLocked, a version that Object Lock protects.
-	RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error)
+	// RemoveVersionWithBlobs removes a version (versionID "": the current
+	// one) that still references one of ids; it refuses, with an error
+	// wrapping store.ErrObjectLocked, a version that Object Lock protects.
+	RemoveVersionWithBlobs(ctx context.Context, bucket, key, versionID string, ids []int64, bypassGovernance bool) (bool, error)
 	RemoveBlobRow(ctx context.Context, id int64) (bool, error)
 }
 
@@ -168,35 +168,38 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 			if err != nil {
 				return done, err
 			}
-			var judged []string // objects already removed or left
+			// A version is judged once, however many of its parts lack bytes:
+			// by bucket/key and its version id ("" for the current row).
+			judged := map[store.BlobRef]bool{}
 			locked := 0
 			for _, ref := range refs {
 				if ref.UploadID != "" {
 					done = append(done, fmt.Sprintf("left %s: abort the upload (or let UPLOAD_EXPIRY reap it)", where(ref)))
 					continue
 				}
+				ver := store.BlobRef{Bucket: ref.Bucket, Key: ref.Key, VersionID: ref.VersionID}
+				if judged[ver] {
+					continue
+				}
+				judged[ver] = true
+				what := "object " + ref.Bucket + "/" + ref.Key
 				if ref.VersionID != "" {
-					// A version goes for good only through the store's delete.
-					done = append(done, fmt.Sprintf("left %s: delete that version (DELETE with its versionId)", where(ref)))
-					continue
+					what = "version " + ref.VersionID + " of " + what
 				}
-				obj := ref.Bucket + "/" + ref.Key
-				if slices.Contains(judged, obj) {
-					continue
-				}
-				ok, err := rf.RemoveObjectWithBlobs(ctx, ref.Bucket, ref.Key, ids, opts.BypassGovernance)
+				// The store's removal of a version for good decides, Object
+				// Lock's rule with it; a noncurrent version goes as a DELETE
+				// with its versionId would remove it.
+				ok, err := rf.RemoveVersionWithBlobs(ctx, ref.Bucket, ref.Key, ref.VersionID, ids, opts.BypassGovernance)
 				if errors.Is(err, store.ErrObjectLocked) {
 					locked++
-					judged = append(judged, obj)
-					done = append(done, fmt.Sprintf("left object %s under Object Lock: %v", obj, err))
+					done = append(done, fmt.Sprintf("left %s under Object Lock: %v", what, err))
 					continue
 				}
 				if err != nil {
 					return done, err
 				}
 				if ok {
-					judged = append(judged, obj)
-					done = append(done, fmt.Sprintf("removed object %s: blob %d has no bytes", obj, ref.BlobID))
+					done = append(done, fmt.Sprintf("removed %s: blob %d has no bytes", what, ref.BlobID))
 				}
 			}
 			if locked > 0 {

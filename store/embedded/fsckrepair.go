@@ -51,31 +51,38 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, e
 	return refs, nil
 }
 
-// RemoveObjectWithBlobs removes the current version of bucket/key (its
-// parts cascade; the next newest version is promoted) if it still
-// references one of blobs ids, as protocol.RemoveObjectWithBlobs
-// decides, in a write transaction of the engine's dialect under the
-// object's lock as DELETE takes it. It reports whether it deleted it; a
-// version Object Lock protects stays, and the error wraps
-// store.ErrObjectLocked.
-func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
-	return protocol.RemoveObjectWithBlobs(ctx, dialect{e: g.e}, bucket, key, ids, bypassGovernance)
+// RemoveVersionWithBlobs removes the version versionID of bucket/key
+// (current or noncurrent, "" the current one; its parts cascade; the next
+// newest version is promoted when the current one goes) if it still
+// references one of blobs ids, as protocol.RemoveVersionWithBlobs decides,
+// in a write transaction of the engine's dialect under the object's lock as
+// DELETE takes it. It reports whether it removed it; a version Object Lock
+// protects stays, and the error wraps store.ErrObjectLocked.
+func (g *GC) RemoveVersionWithBlobs(ctx context.Context, bucket, key, versionID string, ids []int64, bypassGovernance bool) (bool, error) {
+	return protocol.RemoveVersionWithBlobs(ctx, dialect{e: g.e}, bucket, key, versionID, ids, bypassGovernance)
 }
 
-// CurrentReferencing implements protocol.Tx.
-func (t txn) CurrentReferencing(ctx context.Context, bucket, key string, ids []int64) (string, bool, error) {
+// VersionReferencing implements protocol.Tx: the current row (by version
+// id, or whatever its version when versionID is ""), else the noncurrent
+// version, each with its manifest; a delete marker references nothing.
+func (t txn) VersionReferencing(ctx context.Context, bucket, key, versionID string, ids []int64) (string, bool, error) {
 	fail := func(err error) (string, bool, error) {
-		return "", false, fmt.Errorf("current row of %s/%s referencing blobs: %w", bucket, key, err)
+		return "", false, fmt.Errorf("version %q of %s/%s referencing blobs: %w", versionID, bucket, key, err)
 	}
 	arr, err := json.Marshal(ids)
 	if err != nil {
 		return fail(err)
 	}
 	var vid string
-	err = t.q.QueryRowContext(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = ? AND o.key = ?
-		AND (o.blob_id IN (SELECT value FROM json_each(?)) OR EXISTS (SELECT 1 FROM object_parts p
-		     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id IN (SELECT value FROM json_each(?))))`,
-		bucket, key, string(arr), string(arr)).Scan(&vid)
+	err = t.q.QueryRowContext(ctx, `SELECT o.version_id FROM objects o
+		WHERE o.bucket = ?1 AND o.key = ?2 AND (?3 = '' OR o.version_id = ?3)
+		AND (o.blob_id IN (SELECT value FROM json_each(?4)) OR EXISTS (SELECT 1 FROM object_parts p
+		     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id IN (SELECT value FROM json_each(?4))))
+		UNION ALL SELECT v.version_id FROM object_versions v
+		WHERE ?3 <> '' AND v.bucket = ?1 AND v.key = ?2 AND v.version_id = ?3
+		AND (v.blob_id IN (SELECT value FROM json_each(?4)) OR EXISTS (SELECT 1 FROM version_parts p
+		     WHERE p.seq = v.seq AND p.blob_id IN (SELECT value FROM json_each(?4))))`,
+		bucket, key, versionID, string(arr)).Scan(&vid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -83,19 +90,6 @@ func (t txn) CurrentReferencing(ctx context.Context, bucket, key string, ids []i
 		return fail(mapErr(err))
 	}
 	return vid, true, nil
-}
-
-// DeleteCurrent implements protocol.Tx; the manifest rows cascade.
-func (t txn) DeleteCurrent(ctx context.Context, bucket, key, versionID string) (bool, error) {
-	r, err := t.q.ExecContext(ctx, `DELETE FROM objects WHERE bucket = ? AND key = ? AND version_id = ?`, bucket, key, versionID)
-	if err != nil {
-		return false, fmt.Errorf("delete current row of %s/%s: %w", bucket, key, mapErr(err))
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("delete current row of %s/%s: %w", bucket, key, mapErr(err))
-	}
-	return n > 0, nil
 }
 
 // RemoveBlobRow deletes the row of blob id, whose bytes are gone, unless

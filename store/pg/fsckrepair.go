@@ -40,14 +40,15 @@ func (g *GC) BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, e
 	return refs, nil
 }
 
-// RemoveObjectWithBlobs removes the current version of bucket/key (its
-// parts with it; the next newest version is promoted) if it still
-// references one of blobs ids, as protocol.RemoveObjectWithBlobs
-// decides, in a transaction of GC's pool under the object's lock as DELETE
-// takes it. It reports whether it deleted it; a version Object Lock
-// protects stays, and the error wraps store.ErrObjectLocked.
-func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
-	return protocol.RemoveObjectWithBlobs(ctx, g.dialect(), bucket, key, ids, bypassGovernance)
+// RemoveVersionWithBlobs removes the version versionID of bucket/key
+// (current or noncurrent, "" the current one; its parts with it; the next
+// newest version is promoted when the current one goes) if it still
+// references one of blobs ids, as protocol.RemoveVersionWithBlobs decides,
+// in a transaction of GC's pool under the object's lock as DELETE takes it.
+// It reports whether it removed it; a version Object Lock protects stays,
+// and the error wraps store.ErrObjectLocked.
+func (g *GC) RemoveVersionWithBlobs(ctx context.Context, bucket, key, versionID string, ids []int64, bypassGovernance bool) (bool, error) {
+	return protocol.RemoveVersionWithBlobs(ctx, g.dialect(), bucket, key, versionID, ids, bypassGovernance)
 }
 
 // dialect is the store protocol's dialect over GC's pool: an engine with
@@ -55,29 +56,26 @@ func (g *GC) RemoveObjectWithBlobs(ctx context.Context, bucket, key string, ids 
 // engine, pins or hooks).
 func (g *GC) dialect() protocol.Dialect { return dialect{e: &Engine{pool: g.db}} }
 
-// CurrentReferencing implements protocol.Tx.
-func (t *txn) CurrentReferencing(ctx context.Context, bucket, key string, ids []int64) (string, bool, error) {
+// VersionReferencing implements protocol.Tx: the current row (by version
+// id, or whatever its version when versionID is ""), else the noncurrent
+// version, each with its manifest; a delete marker references nothing.
+func (t *txn) VersionReferencing(ctx context.Context, bucket, key, versionID string, ids []int64) (string, bool, error) {
 	var vid string
-	err := t.q.QueryRow(ctx, `SELECT o.version_id FROM objects o WHERE o.bucket = $1 AND o.key = $2
-		AND (o.blob_id = ANY($3) OR EXISTS (SELECT 1 FROM object_parts p
-		     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($3)))`, bucket, key, ids).Scan(&vid)
+	err := t.q.QueryRow(ctx, `SELECT o.version_id FROM objects o
+		WHERE o.bucket = $1 AND o.key = $2 AND ($3 = '' OR o.version_id = $3)
+		AND (o.blob_id = ANY($4) OR EXISTS (SELECT 1 FROM object_parts p
+		     WHERE p.bucket = o.bucket AND p.key = o.key AND p.blob_id = ANY($4)))
+		UNION ALL SELECT v.version_id FROM object_versions v
+		WHERE $3 <> '' AND v.bucket = $1 AND v.key = $2 AND v.version_id = $3
+		AND (v.blob_id = ANY($4) OR EXISTS (SELECT 1 FROM version_parts p
+		     WHERE p.seq = v.seq AND p.blob_id = ANY($4)))`, bucket, key, versionID, ids).Scan(&vid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("current row of %s/%s referencing blobs: %w", bucket, key, mapErr(err))
+		return "", false, fmt.Errorf("version %q of %s/%s referencing blobs: %w", versionID, bucket, key, mapErr(err))
 	}
 	return vid, true, nil
-}
-
-// DeleteCurrent implements protocol.Tx; the manifest goes by ON DELETE
-// CASCADE.
-func (t *txn) DeleteCurrent(ctx context.Context, bucket, key, versionID string) (bool, error) {
-	tag, err := t.q.Exec(ctx, `DELETE FROM objects WHERE bucket = $1 AND key = $2 AND version_id = $3`, bucket, key, versionID)
-	if err != nil {
-		return false, fmt.Errorf("delete current row of %s/%s: %w", bucket, key, mapErr(err))
-	}
-	return tag.RowsAffected() > 0, nil
 }
 
 // RemoveBlobRow deletes the row of blob id, whose bytes are gone, unless

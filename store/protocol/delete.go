@@ -142,45 +142,42 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.Obje
 	})
 }
 
-// RemoveObjectWithBlobs is fsck's repair of an object whose blobs have no
+// RemoveVersionWithBlobs is fsck's repair of a version whose blobs have no
 // bytes (fsck --repair=remove-missing, ADR 026): in one write transaction
-// of d under bucket/key's object lock, as DELETE takes it, the current row
-// of bucket/key is deleted if it still references one of blobs ids
-// (directly or through its manifest), and it reports whether it deleted
-// it. Object Lock decides as for every removal of a version for good
-// (CheckRemovable, by the database's clock in that transaction): a version
-// it protects stays, and the error wraps store.ErrObjectLocked;
-// bypassGovernance lifts a running GOVERNANCE retention only. On a bucket
-// with versioning the key is then left as a DELETE of that version id
-// leaves it (deleteVersion): the newest remaining version, if an object,
-// becomes current, and a delete marker stays the latest. The other
-// noncurrent versions and upload parts are left to the store's delete and
-// abort.
-func RemoveObjectWithBlobs(ctx context.Context, d Dialect, bucket, key string, ids []int64, bypassGovernance bool) (bool, error) {
+// of d under bucket/key's object lock, as DeleteObjectVersion takes it, the
+// version versionID of bucket/key (current or noncurrent; "" names the
+// current object row, whatever its version id) is removed for good if it
+// still references one of blobs ids, directly or through its manifest, and
+// it reports whether it removed it. The removal is a DELETE of that version
+// id (deleteVersion), so Object Lock decides as for every removal for good
+// (checkRemove, by the database's clock in that transaction): a version it
+// protects stays, and the error wraps store.ErrObjectLocked;
+// bypassGovernance lifts a running GOVERNANCE retention only. When the
+// current version goes, the newest remaining version, if an object, becomes
+// current, and a delete marker stays the latest. Upload parts are left to
+// the store's abort.
+func RemoveVersionWithBlobs(ctx context.Context, d Dialect, bucket, key, versionID string, ids []int64, bypassGovernance bool) (bool, error) {
 	var removed bool
 	err := d.Write(ctx, []int64{fleet.ObjectLockKey(bucket, key)}, func(tx Tx) error {
-		vid, found, err := tx.CurrentReferencing(ctx, bucket, key, ids)
+		removed = false // a retried transaction starts over
+		vid, found, err := tx.VersionReferencing(ctx, bucket, key, versionID, ids)
 		if err != nil || !found {
-			return err // !found: gone, or no longer the object without bytes
+			return err // !found: gone, or no longer a version without bytes
 		}
-		l, now, err := tx.VersionLock(ctx, bucket, key, vid)
-		if err != nil {
+		if _, err := deleteVersion(ctx, tx, bucket, key, store.DeleteOptions{VersionID: vid, BypassGovernance: bypassGovernance}); err != nil {
 			return err
 		}
-		if err := CheckRemovable(l, now, bypassGovernance); err != nil {
-			return err
-		}
-		if removed, err = tx.DeleteCurrent(ctx, bucket, key, vid); err != nil || !removed {
-			return err
-		}
-		// The key must not keep noncurrent versions without a current row,
-		// which no read would serve: as deleteVersion after the current
-		// version goes.
-		_, err = tx.PromoteNewest(ctx, bucket, key)
-		return err
+		// deleteVersion found it: nothing else changes the key's versions
+		// while its object lock is held.
+		removed = true
+		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("remove object %s/%s: %w", bucket, key, err)
+		what := "object " + bucket + "/" + key
+		if versionID != "" {
+			what = "version " + versionID + " of " + what
+		}
+		return false, fmt.Errorf("remove %s: %w", what, err)
 	}
 	return removed, nil
 }

@@ -173,17 +173,14 @@ type Tx interface {
 	// object lock.
 	VersionLock(ctx context.Context, bucket, key, versionID string) (*store.ObjectLock, time.Time, error)
 
-	// The statements of fsck's repairs (RemoveObjectWithBlobs). The caller
+	// VersionReferencing is the statement of fsck's repair
+	// (RemoveVersionWithBlobs): it reads the version id of the version
+	// versionID of bucket/key, current or noncurrent ("": the current
+	// object row, whatever its version), if that version, or its manifest,
+	// references one of blobs ids; found is false otherwise (no such
+	// version, a delete marker, or one that references none). The caller
 	// holds the key's object lock.
-
-	// CurrentReferencing reads the version id of the current object row of
-	// bucket/key if that row, or its manifest, references one of blobs ids;
-	// found is false otherwise (no row, or one that references none).
-	CurrentReferencing(ctx context.Context, bucket, key string, ids []int64) (versionID string, found bool, err error)
-	// DeleteCurrent deletes the current object row of bucket/key if its
-	// version is versionID (its manifest rows go with it); deleted is false
-	// if there was no such row.
-	DeleteCurrent(ctx context.Context, bucket, key, versionID string) (deleted bool, err error)
+	VersionReferencing(ctx context.Context, bucket, key, versionID string, ids []int64) (gotVersionID string, found bool, err error)
 }
 
 // Blob is a blob row to upsert.

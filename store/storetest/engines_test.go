@@ -55,7 +55,7 @@ func openEmbedded(t *testing.T) *storetest.Env {
 		LargeTier: store.TierLocal,
 		Units:     func(int) map[string]int { return map[string]int{"files": 1} },
 		// fsck's repair, through the engine's GC as fsck runs it.
-		RemoveObjectWithBlobs: e.GC().RemoveObjectWithBlobs,
+		RemoveVersionWithBlobs: e.GC().RemoveVersionWithBlobs,
 		Idle: func(t testing.TB) {
 			if n := e.PinCount(); n != 0 {
 				t.Errorf("%d pins held", n)
@@ -110,7 +110,7 @@ func openPG(mode string) func(t *testing.T) *storetest.Env {
 			},
 			Idle: func(t testing.TB) { storetest.PoolClean(t, pool) },
 			// fsck's repair, through a GC over the pool as fsck builds it.
-			RemoveObjectWithBlobs: pg.NewGC(pool).RemoveObjectWithBlobs,
+			RemoveVersionWithBlobs: pg.NewGC(pool).RemoveVersionWithBlobs,
 		}
 		if mode != pg.LargeLocal {
 			v.ReapStages = func(t testing.TB) {

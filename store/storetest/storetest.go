@@ -60,10 +60,10 @@ type Env struct {
 	// does with an abandoned one; nil where a put's stage is not reaped. It
 	// is called from within a put's body read, so it reports with Errorf.
 	ReapStages func(t testing.TB)
-	// RemoveObjectWithBlobs is fsck's repair of an object whose blobs have
-	// no bytes, as the engine's GC runs it (protocol.RemoveObjectWithBlobs
-	// over the engine's dialect).
-	RemoveObjectWithBlobs func(ctx context.Context, bucket, key string, ids []int64, bypassGovernance bool) (bool, error)
+	// RemoveVersionWithBlobs is fsck's repair of a version whose blobs
+	// have no bytes (versionID "": the current one), as the engine's GC runs
+	// it (protocol.RemoveVersionWithBlobs over the engine's dialect).
+	RemoveVersionWithBlobs func(ctx context.Context, bucket, key, versionID string, ids []int64, bypassGovernance bool) (bool, error)
 }
 
 // Stored is how one object is stored.
