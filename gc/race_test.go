@@ -148,22 +148,33 @@ func TestRaceIdenticalPutsSweeps(t *testing.T) {
 			v := newEnv(t, mode)
 			ctx := context.Background()
 			data := content(1) // 300 bytes: inline
-			_, total := v.raceSweeps(t, 7, n/raceWorkers, func(w, _ int, _ *rand.Rand, _ map[string][]byte) error {
-				key := fmt.Sprintf("w%d", w)
-				if err := v.put(ctx, key, data); err != nil {
-					return fmt.Errorf("put %s: %w", key, err)
-				}
-				if err := v.check(ctx, key, data); err != nil {
-					return fmt.Errorf("during the race: %w", err)
-				}
-				if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
-					return fmt.Errorf("delete %s: %w", key, err)
-				}
-				return nil
-			})
-			t.Logf("%d puts, swept %+v", n, total)
+			// The race must happen: a sweep that finds the row unreferenced
+			// and deletes it between puts. On a loaded machine the sweeper
+			// may get few turns in n puts, so rounds of n go on (at most
+			// maxRounds) until one did.
+			const maxRounds = 10
+			var total Stats
+			puts := 0
+			for r := 0; r < maxRounds && total.BlobsDeleted == 0 && !t.Failed(); r++ {
+				_, st := v.raceSweeps(t, 7+uint64(r), n/raceWorkers, func(w, _ int, _ *rand.Rand, _ map[string][]byte) error {
+					key := fmt.Sprintf("w%d", w)
+					if err := v.put(ctx, key, data); err != nil {
+						return fmt.Errorf("put %s: %w", key, err)
+					}
+					if err := v.check(ctx, key, data); err != nil {
+						return fmt.Errorf("during the race: %w", err)
+					}
+					if err := v.eng.DeleteObject(ctx, v.bucket, key); err != nil {
+						return fmt.Errorf("delete %s: %w", key, err)
+					}
+					return nil
+				})
+				total.Add(st)
+				puts += n
+			}
+			t.Logf("%d puts, swept %+v", puts, total)
 			if total.BlobsDeleted == 0 {
-				t.Error("no sweep deleted the blob: the race did not happen")
+				t.Errorf("no sweep deleted the blob in %d puts: the race did not happen", puts)
 			}
 			v.settle(t)
 			v.assertNoOrphans(t)
