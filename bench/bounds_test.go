@@ -117,7 +117,7 @@ func (s *storeSide) put(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("store put %s: %w", key, err)
 	}
 	sum := md5.Sum(data)
-	if want := `"` + hex.EncodeToString(sum[:]) + `"`; info.ETag != want && info.ETag != want[1:len(want)-1] {
+	if want := hex.EncodeToString(sum[:]); info.ETag != want {
 		return fmt.Errorf("store put %s: etag %s, want %s", key, info.ETag, want)
 	}
 	return nil

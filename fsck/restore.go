@@ -182,10 +182,7 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 					continue
 				}
 				judged[ver] = true
-				what := "object " + ref.Bucket + "/" + ref.Key
-				if ref.VersionID != "" {
-					what = "version " + ref.VersionID + " of " + what
-				}
+				what := where(ver)
 				// The store's removal of a version for good decides, Object
 				// Lock's rule with it; a noncurrent version goes as a DELETE
 				// with its versionId would remove it.
