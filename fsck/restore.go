@@ -123,6 +123,21 @@ func where(ref store.BlobRef) string {
 	return fmt.Sprintf("object %s/%s", ref.Bucket, ref.Key)
 }
 
+// lockReason is what of err's text follows store.ErrObjectLocked (the
+// retention or legal hold that keeps the version): the text before it names
+// the version again, which the REPAIR line already does.
+func lockReason(err error) string {
+	msg, sentinel := err.Error(), store.ErrObjectLocked.Error()
+	i := strings.Index(msg, sentinel)
+	if i < 0 {
+		return msg
+	}
+	if rest := strings.TrimPrefix(msg[i+len(sentinel):], ": "); rest != "" {
+		return rest
+	}
+	return sentinel
+}
+
 // ParseRepairs parses the value of --repair: a comma-separated list of
 // RepairRemoveMissing and RepairRemoveOrphans.
 func ParseRepairs(s string) (map[string]bool, error) {
@@ -189,7 +204,7 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 				ok, err := rf.RemoveVersionWithBlobs(ctx, ref.Bucket, ref.Key, ref.VersionID, ids, opts.BypassGovernance)
 				if errors.Is(err, store.ErrObjectLocked) {
 					locked++
-					done = append(done, fmt.Sprintf("left %s under Object Lock: %v", what, err))
+					done = append(done, fmt.Sprintf("left %s under Object Lock: %s", what, lockReason(err)))
 					continue
 				}
 				if err != nil {
@@ -200,7 +215,7 @@ func Repair(ctx context.Context, db gc.Meta, media *localfs.Media, r Report, rep
 				}
 			}
 			if locked > 0 {
-				done = append(done, fmt.Sprintf("left %d objects without bytes under Object Lock: they stay until their retention ends or their legal hold is released "+
+				done = append(done, fmt.Sprintf("left %d versions without bytes under Object Lock: they stay until their retention ends or their legal hold is released "+
 					"(--bypass-governance lifts a GOVERNANCE retention; nothing lifts COMPLIANCE or a legal hold)", locked))
 			}
 		}
