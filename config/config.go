@@ -46,6 +46,7 @@ type Config struct {
 	LogLevel            string   `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
 	DrainTimeout        Duration `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown (at most 120s, closing included)"`
 	MaxConns            int      `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
+	ReadLanes           int      `env:"DB_READ_LANES" envDefault:"4" help:"batches of concurrent object reads in flight at once; reads beyond them go out together in the next batch; 0 sends every read alone"`
 	BandwidthGlobal     ByteRate `env:"BANDWIDTH_GLOBAL" envDefault:"0" help:"cap on all GET streams together, bytes/s (suffixes: 4MiB); 0 = unlimited"`
 	BandwidthPerRequest ByteRate `env:"BANDWIDTH_PER_REQUEST" envDefault:"0" help:"cap on each GET stream, bytes/s; 0 = unlimited"`
 	MaxPins             int      `env:"MAX_PINS" envDefault:"1024" help:"most blobs one instance pins at once (beyond: 503 SlowDown); protects PostgreSQL's lock table"`
@@ -263,6 +264,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConns < 4 {
 		return Errorf("DB_MAX_CONNS", "%d is too small: at least 4", c.MaxConns)
+	}
+	if c.ReadLanes < 0 || c.ReadLanes >= c.MaxConns {
+		return Errorf("DB_READ_LANES", "%d is out of range: 0 (off) to %d, below %s", c.ReadLanes, c.MaxConns-1, Name("DB_MAX_CONNS"))
 	}
 	if c.MaxClientConns < 1 {
 		return Errorf("MAX_CONNS", "%d is too small: at least 1", c.MaxClientConns)

@@ -42,6 +42,8 @@ func TestSettingErrors(t *testing.T) {
 		{"DRAIN_TIMEOUT", nil, []string{"-drain-timeout", "3m"}, `S3GATE_DRAIN_TIMEOUT (-drain-timeout): 3m0s is above the 2m0s bound on the whole shutdown`},
 		{"DB_MAX_CONNS", []string{"S3GATE_DB_MAX_CONNS=many"}, nil, `S3GATE_DB_MAX_CONNS (-db-max-conns): "many" is not a whole number`},
 		{"DB_MAX_CONNS", []string{"S3GATE_DB_MAX_CONNS=2"}, nil, `S3GATE_DB_MAX_CONNS (-db-max-conns): 2 is too small: at least 4`},
+		{"DB_READ_LANES", []string{"S3GATE_DB_READ_LANES=-1"}, nil, `S3GATE_DB_READ_LANES (-db-read-lanes): -1 is out of range: 0 (off) to 31, below S3GATE_DB_MAX_CONNS (-db-max-conns)`},
+		{"DB_READ_LANES", []string{"S3GATE_DB_READ_LANES=8", "S3GATE_DB_MAX_CONNS=8"}, nil, `S3GATE_DB_READ_LANES (-db-read-lanes): 8 is out of range: 0 (off) to 7, below S3GATE_DB_MAX_CONNS (-db-max-conns)`},
 		{"BANDWIDTH_GLOBAL", []string{"S3GATE_BANDWIDTH_GLOBAL=fast"}, nil,
 			`S3GATE_BANDWIDTH_GLOBAL (-bandwidth-global): "fast" is not a rate: bytes, or a whole number with a unit such as 512KiB, 4MB or 1g (any case; KB = KiB = 1024 bytes), per second (an optional /s)`},
 		{"BANDWIDTH_PER_REQUEST", []string{"S3GATE_BANDWIDTH_PER_REQUEST=-1"}, nil,

@@ -78,3 +78,17 @@ func (s *Server) registerDBMetrics(reg prometheus.Registerer) error {
 	}
 	return nil
 }
+
+// registerReadBatchMetrics registers s3gate_db_read_batch_statements and
+// returns what the engine calls with each batch's size (store/pg/rowbatch).
+func registerReadBatchMetrics(reg prometheus.Registerer) (func(int), error) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metrics.Namespace, Subsystem: "db", Name: "read_batch_statements",
+		Help:    "Object reads (the resolving statement of a GET or HEAD) sent to PostgreSQL together in one batch; 1: a read alone.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+	})
+	if err := reg.Register(h); err != nil {
+		return nil, fmt.Errorf("register read batch metrics: %w", err)
+	}
+	return func(n int) { h.Observe(float64(n)) }, nil
+}

@@ -229,6 +229,13 @@ func (s *Server) openPG(ctx context.Context) error {
 		SkipMigrate: true, // migrated above, without the pool options in the URL
 		Pins:        pins,
 		Governor:    s.rt.gov,
+		ReadLanes:   cfg.ReadLanes,
+	}
+	if pgCfg.ObserveReadBatch, err = registerReadBatchMetrics(s.metrics.Registry()); err != nil {
+		return err
+	}
+	if cfg.ReadLanes == 0 {
+		pgCfg.ReadLanes = -1 // off: every read alone
 	}
 	pgCfg.RowPins, pgCfg.ReadRowPins = s.rowPins()
 	eng, err := pg.Open(ctx, pgCfg)

@@ -39,7 +39,7 @@ func (d dialect) Read(ctx context.Context, fn func(protocol.Tx) error) error {
 }
 
 // Autocommit implements protocol.Dialect: statements on the pool.
-func (d dialect) Autocommit() protocol.Tx { return &txn{q: d.e.pool} }
+func (d dialect) Autocommit() protocol.Tx { return &txn{q: d.e.pool, reads: d.e.reads} }
 
 // OpenContent implements protocol.Dialect.
 func (d dialect) OpenContent(ctx context.Context, b protocol.BlobLoc, off, n int64) (io.ReadCloser, error) {
@@ -49,8 +49,10 @@ func (d dialect) OpenContent(ctx context.Context, b protocol.BlobLoc, off, n int
 // txn runs the protocol's statements (protocol.Tx) on a transaction, or on
 // the pool (tx nil).
 type txn struct {
-	q     content.Querier
-	tx    pgx.Tx
+	q  content.Querier
+	tx pgx.Tx
+	// reads runs the resolving reads outside a transaction (nil: q).
+	reads rowQuerier
 	write bool // a write transaction: resolved rows are locked FOR SHARE
 	// afterPinRows is the engine's test hook (Engine.afterPinRows).
 	afterPinRows func(pgx.Tx) error
@@ -279,7 +281,15 @@ func (t *txn) PutPart(ctx context.Context, uploadID string, pi *store.PartInfo, 
 
 // Resolve implements protocol.Tx.
 func (t *txn) Resolve(ctx context.Context, bucket, key string, withInline bool) (*protocol.Resolved, error) {
-	return resolveObject(ctx, t.q, bucket, key, nil, withInline, t.write)
+	return resolveObject(ctx, t.reader(), bucket, key, nil, withInline, t.write)
+}
+
+// reader is what runs the resolving reads: batched outside a transaction.
+func (t *txn) reader() rowQuerier {
+	if t.reads != nil {
+		return t.reads
+	}
+	return t.q
 }
 
 func (t *txn) InlineData(ctx context.Context, id int64) ([]byte, bool, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/s3gate/s3gate/store"
 	"github.com/s3gate/s3gate/store/localfs"
 	"github.com/s3gate/s3gate/store/pg/content"
+	"github.com/s3gate/s3gate/store/pg/rowbatch"
 	"github.com/s3gate/s3gate/store/pgchunks"
 	"github.com/s3gate/s3gate/store/pglo"
 	"github.com/s3gate/s3gate/store/protocol"
@@ -66,6 +67,11 @@ type Config struct {
 	// the blob row. 0 means store.DefaultInlineMax; negative stores nothing
 	// inline.
 	InlineMax int
+	// ReadLanes is how many batches of concurrent object reads (the
+	// resolving statement of a GET or HEAD) may be in flight at once; reads
+	// beyond them go out together in the next batch (rowbatch, ADR 027).
+	// 0 means rowbatch.DefaultLanes; negative sends every read alone.
+	ReadLanes int
 	// Large names the large-content engine: "pglo", "pgchunks" or "local"
 	// ("" means DefaultLarge).
 	Large string
@@ -94,6 +100,10 @@ type Config struct {
 	// RowPins.
 	ReadRowPins bool
 
+	// ObserveReadBatch, if set, hears the size of every batch of object
+	// reads sent (metrics).
+	ObserveReadBatch func(statements int)
+
 	// testHookPinned is protocol.Config.TestHookPinned (tests).
 	testHookPinned func(blobID int64)
 }
@@ -108,6 +118,7 @@ type Engine struct {
 	pins         fleet.Pinner                // nil: no pinning
 	gov          *throttle.BandwidthGovernor // nil: unpaced
 	stager       *slotStager                 // staging writes, limited to a share of the pool
+	reads        rowQuerier                  // object reads: the pool, or batched over it
 	rowPins      *fleet.RowPins              // nil: row pins off
 	onRowPinsErr func(error)
 	// afterPinRows, if set (tests), runs in a joint transaction right after
@@ -168,6 +179,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.pool = pool
 	e.stager = newSlotStager(pool, stageSlots(pcfg.MaxConns))
+	e.reads = pool
+	if cfg.ReadLanes >= 0 {
+		e.reads = rowbatch.New(pool, rowbatch.Config{Lanes: cfg.ReadLanes, Observe: cfg.ObserveReadBatch})
+	}
 	var large protocol.Content = pgContent{e}
 	if e.media != nil {
 		// Blob ids never come back: a file at a new id is not this put's.

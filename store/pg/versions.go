@@ -115,7 +115,7 @@ func (t *txn) FindVersion(ctx context.Context, bucket, key, versionID string) (p
 
 // ResolveVersion implements protocol.Tx.
 func (t *txn) ResolveVersion(ctx context.Context, bucket, key, versionID string, withInline bool) (*protocol.Resolved, error) {
-	return resolveObject(ctx, t.q, bucket, key, &versionID, withInline, false)
+	return resolveObject(ctx, t.reader(), bucket, key, &versionID, withInline, false)
 }
 
 // LatestMarker implements protocol.Tx in one statement.
