@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -24,12 +25,18 @@ import (
 // SHA-256 as aws-sdk-go-v2 sends them over HTTP) are built and signed before
 // the timer starts; what is timed and counted is net/http's client plus the
 // whole gateway, in this process (cpu-us/op is their CPU). Read with -benchmem; it suits CPU and
-// allocation profiles (-cpuprofile, -memprofile).
+// allocation profiles (-cpuprofile, -memprofile). S3GATE_BENCH_SMALL_ENGINE
+// names another engine (pgchunks: the PostgreSQL metadata path, on a
+// throwaway server of internal/pgtest).
 func BenchmarkSmallPath(b *testing.B) {
 	if testgw.External() {
 		b.Skip("measures the in-process gateway")
 	}
-	gw := testgw.Start(b, testgw.Options{Engine: testgw.Embedded})
+	engine := testgw.Embedded
+	if e := os.Getenv("S3GATE_BENCH_SMALL_ENGINE"); e != "" {
+		engine = e
+	}
+	gw := testgw.Start(b, testgw.Options{Engine: engine})
 	s := &smallEnv{gw: gw, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}}
 	b.Cleanup(s.client.CloseIdleConnections)
 	s.do(b, s.signed(b, http.MethodPut, "/small", nil))
