@@ -206,3 +206,23 @@ func TestRepairObjectLock(t *testing.T) {
 		})
 	}
 }
+
+// TestLockReason: the REPAIR line takes the reason from the store's
+// LockedError, however wrapped, and the sentinel's text when there is none.
+func TestLockReason(t *testing.T) {
+	until := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("version v of b/k: %w", &store.LockedError{LegalHold: true}), "the version is under a legal hold"},
+		{fmt.Errorf("version v of b/k: %w", &store.LockedError{Mode: store.LockCompliance, RetainUntil: until}),
+			"the version is retained in COMPLIANCE mode until 2030-01-02T03:04:05Z"},
+		{fmt.Errorf("version v of b/k: %w", store.ErrObjectLocked), "the version is protected by Object Lock"},
+		{fmt.Errorf("version v of b/k: %w", &store.LockedError{}), "the version is protected by Object Lock"},
+	} {
+		if got := lockReason(c.err); got != c.want {
+			t.Errorf("lockReason(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}

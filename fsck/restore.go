@@ -45,7 +45,8 @@ type referrers interface {
 	BlobReferrers(ctx context.Context, ids []int64) ([]store.BlobRef, error)
 	// RemoveVersionWithBlobs removes a version (versionID "": the current
 	// one) that still references one of ids; it refuses, with an error
-	// wrapping store.ErrObjectLocked, a version that Object Lock protects.
+	// wrapping store.ErrObjectLocked (a *store.LockedError that says why), a
+	// version that Object Lock protects.
 	RemoveVersionWithBlobs(ctx context.Context, bucket, key, versionID string, ids []int64, bypassGovernance bool) (bool, error)
 	RemoveBlobRow(ctx context.Context, id int64) (bool, error)
 }
@@ -123,19 +124,16 @@ func where(ref store.BlobRef) string {
 	return fmt.Sprintf("object %s/%s", ref.Bucket, ref.Key)
 }
 
-// lockReason is what of err's text follows store.ErrObjectLocked (the
-// retention or legal hold that keeps the version): the text before it names
-// the version again, which the REPAIR line already does.
+// lockReason is why Object Lock keeps the version of err, which wraps
+// store.ErrObjectLocked: the retention or legal hold alone, since the
+// REPAIR line names the version already. An error without a
+// store.LockedError names no reason, and the sentinel's text stands in.
 func lockReason(err error) string {
-	msg, sentinel := err.Error(), store.ErrObjectLocked.Error()
-	i := strings.Index(msg, sentinel)
-	if i < 0 {
-		return msg
+	var le *store.LockedError
+	if errors.As(err, &le) && le.Reason() != "" {
+		return le.Reason()
 	}
-	if rest := strings.TrimPrefix(msg[i+len(sentinel):], ": "); rest != "" {
-		return rest
-	}
-	return sentinel
+	return store.ErrObjectLocked.Error()
 }
 
 // ParseRepairs parses the value of --repair: a comma-separated list of

@@ -28,6 +28,54 @@ const BucketConfigObjectLock = "object-lock"
 // Lock forbids (403 AccessDenied, as S3 answers).
 var ErrObjectLocked = errors.New("the version is protected by Object Lock")
 
+// LockedError is ErrObjectLocked with what of the lock refuses, so a caller
+// that reports why (fsck's repair) reads fields instead of parsing the text.
+// errors.Is(err, ErrObjectLocked) holds for it.
+type LockedError struct {
+	// LegalHold is a legal hold (LegalHoldOn) that refuses the removal; Mode
+	// and RetainUntil are then not part of the reason.
+	LegalHold bool
+	// Mode (LockGovernance or LockCompliance) and RetainUntil are the
+	// running retention that refuses.
+	Mode        string
+	RetainUntil time.Time
+	// RetentionChange is a refused change of that retention (shortened,
+	// removed or given another mode), rather than a removal of the version.
+	RetentionChange bool
+}
+
+// Error is ErrObjectLocked's text, then ": " and Reason when there is one.
+func (e *LockedError) Error() string {
+	if r := e.Reason(); r != "" {
+		return ErrObjectLocked.Error() + ": " + r
+	}
+	return ErrObjectLocked.Error()
+}
+
+// Is makes the error ErrObjectLocked for errors.Is, as s3api's mapping to
+// AccessDenied and every caller that tells a locked version apart expect.
+func (e *LockedError) Is(target error) bool { return target == ErrObjectLocked }
+
+// Reason is why the lock refuses, without ErrObjectLocked's text: the legal
+// hold, or the retention by its mode and (but for a GOVERNANCE change, which
+// the bypass header would allow) its retain-until date, UTC in RFC 3339; ""
+// if e names neither. The wording is what logs and fsck's REPAIR lines have
+// always shown.
+func (e *LockedError) Reason() string {
+	until := e.RetainUntil.UTC().Format(time.RFC3339)
+	switch {
+	case e.LegalHold:
+		return "the version is under a legal hold"
+	case e.Mode == "":
+		return ""
+	case !e.RetentionChange:
+		return fmt.Sprintf("the version is retained in %s mode until %s", e.Mode, until)
+	case e.Mode == LockCompliance:
+		return fmt.Sprintf("a %s retention until %s cannot be shortened, removed or changed", e.Mode, until)
+	}
+	return fmt.Sprintf("shortening, removing or changing a %s retention needs x-amz-bypass-governance-retention", e.Mode)
+}
+
 // ErrRetentionInPast is a retain-until date that is not in the future of the
 // database's clock (400 InvalidArgument).
 var ErrRetentionInPast = errors.New("the retain until date must be in the future")

@@ -32,13 +32,8 @@ func ApplyLockChange(cur *store.ObjectLock, ch store.LockChange, now time.Time) 
 		}
 		if cur.Retained(now) {
 			weakens := ch.Mode != cur.Mode || ch.RetainUntil == nil || ch.RetainUntil.Before(*cur.RetainUntil)
-			switch {
-			case weakens && cur.Mode == store.LockCompliance:
-				return nil, fmt.Errorf("%w: a COMPLIANCE retention until %s cannot be shortened, removed or changed",
-					store.ErrObjectLocked, cur.RetainUntil.UTC().Format(time.RFC3339))
-			case weakens && !ch.BypassGovernance:
-				return nil, fmt.Errorf("%w: shortening, removing or changing a GOVERNANCE retention needs x-amz-bypass-governance-retention",
-					store.ErrObjectLocked)
+			if weakens && (cur.Mode == store.LockCompliance || !ch.BypassGovernance) {
+				return nil, &store.LockedError{Mode: cur.Mode, RetainUntil: *cur.RetainUntil, RetentionChange: true}
 			}
 		}
 		next.Mode, next.RetainUntil = ch.Mode, nil
@@ -68,14 +63,13 @@ func CheckRemovable(l *store.ObjectLock, now time.Time, bypass bool) error {
 	case l == nil:
 		return nil
 	case l.LegalHold == store.LegalHoldOn:
-		return fmt.Errorf("%w: the version is under a legal hold", store.ErrObjectLocked)
+		return &store.LockedError{LegalHold: true}
 	case !l.Retained(now):
 		return nil
 	case l.Mode == store.LockGovernance && bypass:
 		return nil
 	}
-	return fmt.Errorf("%w: the version is retained in %s mode until %s", store.ErrObjectLocked,
-		l.Mode, l.RetainUntil.UTC().Format(time.RFC3339))
+	return &store.LockedError{Mode: l.Mode, RetainUntil: *l.RetainUntil}
 }
 
 // ResolveDefaultRetention turns a pending default retention of meta (set
