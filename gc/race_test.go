@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -410,4 +411,51 @@ func TestRunOnceLeaseHeld(t *testing.T) {
 		t.Fatalf("RunOnce after expiry: %+v, %v", st, err)
 	}
 	v.assertNoOrphans(t)
+}
+
+// failingRelease is a lease store whose Release fails, as when the database
+// went away mid-run.
+type failingRelease struct{ lease.Store }
+
+func (failingRelease) Release(context.Context, string, string, int64) (bool, error) {
+	return false, errors.New("connection refused")
+}
+
+// TestRunInterruptedLeaseNotReleased: a run that shutdown interrupts and
+// whose lease cannot be released says so, once, at warn level: the next
+// holder waits for the expiry, and an operator should know why.
+func TestRunInterruptedLeaseNotReleased(t *testing.T) {
+	v := newEnv(t, "pgchunks")
+	v.garbage(t, "k", content(4))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	recs := make(records, 64)
+	opts := v.opts()
+	opts.PinWindow, opts.Interval, opts.Logger = -1, time.Hour, slog.New(recs)
+	r, err := NewRunner(ctx, v.db, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store = failingRelease{r.store}
+	r.active = func(d int) {
+		if d > 0 {
+			cancel() // shutdown as the run starts deleting
+		}
+	}
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
+	}
+	close(recs)
+	var warned int
+	for rec := range recs {
+		if rec.Message == "gc: run interrupted, its lease not released (it expires by itself)" {
+			warned++
+			if rec.Level != slog.LevelWarn {
+				t.Errorf("logged at %s, want WARN", rec.Level)
+			}
+		}
+	}
+	if warned != 1 {
+		t.Fatalf("%d warnings of the unreleased lease, want 1", warned)
+	}
 }

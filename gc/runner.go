@@ -87,6 +87,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		st, err := r.RunOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
+			if errors.Is(err, ErrNotCounted) {
+				// Shutdown or a lost claim ended the run, and its lease
+				// could not be released (the database may be gone): the
+				// next holder waits for the lease's expiry.
+				log.Warn("gc: run interrupted, its lease not released (it expires by itself)", "err", err)
+			}
 			return nil
 		case errors.Is(err, lease.ErrHeld):
 			log.Debug("gc: another instance holds the lease")
