@@ -120,14 +120,30 @@ func TestStalledReaderIsCutOff(t *testing.T) {
 				t.Fatalf("received %d bytes of a %d-byte object: the stream was not cut off", got, size)
 			}
 
-			out, err := cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("slow"), Key: aws.String("big")})
-			if err != nil {
-				t.Fatal(err)
+			// The reading client is under the same 1 s idle timeout: on a
+			// loaded machine (CI runs packages side by side, under -race) a
+			// client starved of CPU for a second is cut off too. The gateway
+			// must serve the whole object; a cut-off of a reader that stalled
+			// is the feature, so it gets three tries, each reading into one
+			// preallocated buffer (no growth copies, little garbage).
+			body := make([]byte, size)
+			var lastErr error
+			for try := 1; try <= 3; try++ {
+				out, err := cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("slow"), Key: aws.String("big")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, err := io.ReadFull(out.Body, body)
+				_ = out.Body.Close()
+				if err == nil && sha256.Sum256(body) == sha256.Sum256(data) {
+					lastErr = nil
+					break
+				}
+				lastErr = fmt.Errorf("try %d: %d bytes, %v", try, n, err)
+				t.Logf("a reading client after the cut-off: %v", lastErr)
 			}
-			body, err := io.ReadAll(out.Body)
-			_ = out.Body.Close()
-			if err != nil || sha256.Sum256(body) != sha256.Sum256(data) {
-				t.Fatalf("a reading client after the cut-off: %d bytes, %v", len(body), err)
+			if lastErr != nil {
+				t.Fatalf("a reading client after the cut-off never got the object whole: %v", lastErr)
 			}
 			waitFor(t, "pins released after the good GET", func() bool { return pins() == 0 })
 		})
