@@ -46,7 +46,7 @@ type Config struct {
 	LogLevel            string   `env:"LOG_LEVEL" envDefault:"info" help:"log level: debug, info, warn, error"`
 	DrainTimeout        Duration `env:"DRAIN_TIMEOUT" envDefault:"120s" help:"longest graceful drain on shutdown (at most 120s, closing included)"`
 	MaxConns            int      `env:"DB_MAX_CONNS" envDefault:"32" help:"largest database pool"`
-	ReadLanes           int      `env:"DB_READ_LANES" envDefault:"4" help:"batches of concurrent object reads in flight at once; reads beyond them go out together in the next batch; 0 sends every read alone"`
+	ReadLanes           int      `env:"DB_READ_LANES" envDefault:"4" help:"most batches of object reads in flight at once: reads wait for the one in flight and go out together; one queued 2ms opens another lane; 0 sends every read alone"`
 	BandwidthGlobal     ByteRate `env:"BANDWIDTH_GLOBAL" envDefault:"0" help:"cap on all GET streams together, bytes/s (suffixes: 4MiB); 0 = unlimited"`
 	BandwidthPerRequest ByteRate `env:"BANDWIDTH_PER_REQUEST" envDefault:"0" help:"cap on each GET stream, bytes/s; 0 = unlimited"`
 	MaxPins             int      `env:"MAX_PINS" envDefault:"1024" help:"most blobs one instance pins at once (beyond: 503 SlowDown); protects PostgreSQL's lock table"`

@@ -69,7 +69,8 @@ type Config struct {
 	InlineMax int
 	// ReadLanes is how many batches of concurrent object reads (the
 	// resolving statement of a GET or HEAD) may be in flight at once; reads
-	// beyond them go out together in the next batch (rowbatch, ADR 027).
+	// wait for the one in flight and go out together in the next batch, and
+	// open another lane only when that one is slow (rowbatch, ADR 027).
 	// 0 means rowbatch.DefaultLanes; negative sends every read alone.
 	ReadLanes int
 	// Large names the large-content engine: "pglo", "pgchunks" or "local"

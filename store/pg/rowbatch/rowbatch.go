@@ -1,10 +1,15 @@
 // Package rowbatch sends concurrent one-row reads to PostgreSQL together:
-// statements that arrive while a few batches are already in flight wait for
-// the next free lane and go out with each other as one pipelined batch on
-// one pooled connection. A backend then serves several reads per wake-up,
-// and the gateway writes and reads its socket once per batch instead of once
-// per read; where fewer reads than lanes are in flight, each goes out at
-// once, alone, as a plain QueryRow would (ADR 027).
+// a read that arrives while another is in flight waits for it and then goes
+// out with every read that queued meanwhile, as one pipelined batch on one
+// pooled connection. A backend then serves many reads per wake-up, and the
+// gateway writes and reads its socket once per batch instead of once per
+// read; a read that finds nothing in flight goes out at once, alone, as a
+// plain QueryRow would (ADR 027).
+//
+// One lane in flight batches best, but serializes reads on one backend; a
+// read that has waited Config.Spread (its lane is slow: reads from disk, a
+// loaded server) opens another lane, up to Config.Lanes, so slow reads still
+// run side by side.
 //
 // Only reads belong here: the statements of a batch share one implicit
 // transaction, so one that fails aborts those after it (they are then run
@@ -18,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,8 +33,14 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultLanes: batches in flight at once. Reads beyond them queue.
+	// DefaultLanes: batches in flight at once, at most. Reads beyond them
+	// queue.
 	DefaultLanes = 4
+	// DefaultSpread is how long a queued read waits for the lanes in flight
+	// before it opens another. Batches of reads served from memory take a
+	// few hundred microseconds; a lane busy longer is waiting on something
+	// (disk, locks, CPU) that more backends can overlap.
+	DefaultSpread = 2 * time.Millisecond
 	// DefaultMaxBatch caps the statements of one batch.
 	DefaultMaxBatch = 64
 	// DefaultTimeout bounds one batch, pool wait included: a batch serves
@@ -40,6 +52,7 @@ const (
 type Config struct {
 	Lanes    int
 	MaxBatch int
+	Spread   time.Duration
 	Timeout  time.Duration
 	// Observe, if set, is told the size of every batch sent (metrics, tests).
 	Observe func(statements int)
@@ -66,6 +79,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Batcher {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.Spread <= 0 {
+		cfg.Spread = DefaultSpread
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -113,9 +129,9 @@ func (b *Batcher) do(ctx context.Context, sql string, args, dest []any) error {
 		return err
 	}
 	b.mu.Lock()
-	if b.running < b.cfg.Lanes && len(b.queue) == 0 {
-		// A free lane and nothing waiting: the read goes out alone, on its
-		// caller's own context, as a plain QueryRow.
+	if b.running == 0 {
+		// Nothing in flight (so nothing queued): the read goes out alone,
+		// on its caller's own context, as a plain QueryRow.
 		b.running++
 		b.mu.Unlock()
 		b.observe(1)
@@ -123,15 +139,14 @@ func (b *Batcher) do(ctx context.Context, sql string, args, dest []any) error {
 		b.release()
 		return err
 	}
+	// A lane is in flight and takes the queue when it is done (lane,
+	// release): the read waits for it, unless it waits Spread.
 	c := &call{sql: sql, args: args, dest: dest, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
-	lane := b.running < b.cfg.Lanes
-	if lane {
-		b.running++
-	}
+	spread := b.running < b.cfg.Lanes
 	b.mu.Unlock()
-	if lane {
-		go b.lane()
+	if spread && b.wait(ctx, c) {
+		return c.err
 	}
 	select {
 	case <-c.done:
@@ -147,6 +162,31 @@ func (b *Batcher) do(ctx context.Context, sql string, args, dest []any) error {
 	// row discarded. Either way dest is never written after this.
 	c.state = abandoned
 	return ctx.Err()
+}
+
+// wait waits Spread for c's batch, then opens another lane if c is still
+// queued and the lanes allow; it reports whether c is done.
+func (b *Batcher) wait(ctx context.Context, c *call) bool {
+	t := time.NewTimer(b.cfg.Spread)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	b.mu.Lock()
+	// An older read may have opened a lane already and taken c with it.
+	open := b.running < b.cfg.Lanes && slices.Contains(b.queue, c)
+	if open {
+		b.running++
+	}
+	b.mu.Unlock()
+	if open {
+		go b.lane()
+	}
+	return false
 }
 
 // release frees a lane that ran a read alone, or hands it to the reads that

@@ -161,12 +161,19 @@ func holdLane(t *testing.T, p *pgxpool.Pool, b *Batcher) (release func(), done <
 		err := p.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n)
 		return err == nil && n == 1
 	})
-	return func() {
-		if _, err := locker.Exec(ctx, `SELECT pg_advisory_unlock(42)`); err != nil {
-			t.Error(err)
-		}
-		locker.Release()
-	}, ch
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := locker.Exec(ctx, `SELECT pg_advisory_unlock(42)`); err != nil {
+				t.Error(err)
+			}
+			locker.Release()
+		})
+	}
+	// A test that fails first still lets the reads end, or closing the pool
+	// would wait for them.
+	t.Cleanup(release)
+	return release, ch
 }
 
 // waitFor polls cond (a state, not a timer) until it holds or a minute
@@ -326,4 +333,89 @@ func TestCancelStorm(t *testing.T) {
 	if answered.Load() == 0 || cancelled.Load() == 0 {
 		t.Fatalf("answered %d, cancelled %d: the storm needs both", answered.Load(), cancelled.Load())
 	}
+}
+
+func (b *Batcher) lanes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.running
+}
+
+// waitingOnLock counts the backends waiting on the test's advisory lock.
+func waitingOnLock(p *pgxpool.Pool) int {
+	var n int
+	if err := p.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// TestReadsWaitForTheLaneInFlight: with lanes to spare, reads that arrive
+// while one is in flight still queue behind it (within Spread) and go out
+// together as one batch, instead of each taking a lane of its own.
+func TestReadsWaitForTheLaneInFlight(t *testing.T) {
+	p := setup(t)
+	var sz sizes
+	b := New(p, Config{Lanes: 4, Spread: time.Hour, Observe: sz.observe})
+	release, held := holdLane(t, p, b)
+	const n = 5
+	results := make(chan error, n)
+	for k := range n {
+		go func() {
+			var v string
+			err := b.QueryRow(context.Background(), getSQL, k).Scan(&v)
+			if err == nil && v != fmt.Sprintf("v%d", k) {
+				err = fmt.Errorf("key %d read %q", k, v)
+			}
+			results <- err
+		}()
+	}
+	waitFor(t, "the reads to queue", func() bool { return b.queued() == n })
+	if got := b.lanes(); got != 1 {
+		t.Fatalf("%d lanes in flight, want the held one alone", got)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	if _, largest := sz.get(); largest != n {
+		t.Errorf("largest batch %d, want the %d queued reads together", largest, n)
+	}
+}
+
+// TestSlowLaneSpreads: reads queued behind a lane that does not come back
+// within Spread open more lanes, up to Lanes, so slow reads run side by side
+// in PostgreSQL: here three reads wait on one lock at once.
+func TestSlowLaneSpreads(t *testing.T) {
+	p := setup(t)
+	noLeaks(t)
+	b := New(p, Config{Lanes: 3, Spread: time.Millisecond})
+	release, held := holdLane(t, p, b)
+	const more = 2
+	results := make(chan error, more)
+	for i := range more {
+		go func() {
+			var ok bool
+			results <- b.QueryRow(context.Background(), `SELECT pg_advisory_xact_lock_shared(42) IS NULL`).Scan(&ok)
+		}()
+		waitFor(t, "another lane's read to wait on the lock", func() bool { return waitingOnLock(p) == 2+i })
+	}
+	if got := b.lanes(); got != 3 {
+		t.Errorf("%d lanes in flight, want 3", got)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range more {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	waitFor(t, "the lanes to free", func() bool { return b.lanes() == 0 && b.queued() == 0 })
 }
