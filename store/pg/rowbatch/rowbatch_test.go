@@ -67,10 +67,16 @@ func (s *sizes) get() (batches, largest int) {
 }
 
 // noLeaks checks, at the end of the test, that no goroutine started since
-// is left: a lane that never ends would be.
-func noLeaks(t *testing.T) {
+// is left: a lane that never ends would be. The pool is closed first: a
+// connection it opened meanwhile may still have pgx's background reader
+// blocked in a read (started when a large batch's write could fill the
+// socket), which ends with the connection.
+func noLeaks(t *testing.T, p *pgxpool.Pool) {
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() {
+		p.Close()
+		goleak.VerifyNone(t, ignore)
+	})
 }
 
 const getSQL = `SELECT v FROM kv WHERE k = $1`
@@ -80,7 +86,7 @@ const getSQL = `SELECT v FROM kv WHERE k = $1`
 // written and acknowledged just before a read is always seen by it.
 func TestConcurrentReads(t *testing.T) {
 	p := setup(t)
-	noLeaks(t)
+	noLeaks(t, p)
 	var sz sizes
 	b := New(p, Config{Lanes: 1, Observe: sz.observe})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -290,7 +296,7 @@ func TestAbandonedRead(t *testing.T) {
 // writes a destination after its caller returned (the race detector).
 func TestCancelStorm(t *testing.T) {
 	p := setup(t)
-	noLeaks(t)
+	noLeaks(t, p)
 	b := New(p, Config{Lanes: 2})
 	var wg sync.WaitGroup
 	var answered, cancelled atomic.Int64
@@ -393,7 +399,7 @@ func TestReadsWaitForTheLaneInFlight(t *testing.T) {
 // in PostgreSQL: here three reads wait on one lock at once.
 func TestSlowLaneSpreads(t *testing.T) {
 	p := setup(t)
-	noLeaks(t)
+	noLeaks(t, p)
 	b := New(p, Config{Lanes: 3, Spread: time.Millisecond})
 	release, held := holdLane(t, p, b)
 	const more = 2
