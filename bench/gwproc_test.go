@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/testgw"
 )
 
@@ -132,14 +133,7 @@ func (g *procGateway) cpu() (time.Duration, bool) {
 	return time.Duration(st.utime+st.stime) * clockTick, true
 }
 
-func freeAddr(tb testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
-	}
-	defer l.Close() // probing only
-	return l.Addr().String()
-}
+func freeAddr(tb testing.TB) string { return freeport.Addr(tb) }
 
 func tail(path string) string {
 	b, err := os.ReadFile(path)

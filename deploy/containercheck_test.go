@@ -5,7 +5,6 @@ package deploy
 import (
 	"context"
 	"debug/elf"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/testreq"
 )
 
@@ -205,14 +205,7 @@ func imageEnv(t *testing.T, data string) gatewayEnv {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // checkStatic fails unless bin is an ELF with no interpreter and no shared
 // libraries: the distroless static image has no libc.

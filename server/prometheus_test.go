@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3gate/s3gate/config"
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/metricsdoc"
 	"github.com/s3gate/s3gate/internal/testgw"
 	"github.com/s3gate/s3gate/internal/testreq"
@@ -187,18 +187,11 @@ func readLog(name string) string {
 	return string(b)
 }
 
-// freeAddr returns a loopback address with a port free a moment ago.
+// freeAddr returns a loopback address with a port free a moment ago, below
+// the ephemeral range (internal/freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	return freeport.Addr(t)
 }
 
 // waitSeries polls a Prometheus instant query until it returns a series.

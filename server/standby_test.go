@@ -20,12 +20,7 @@ import (
 func TestStandbyProbes(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	startGateway(t, gatewaySetup{env: pgEnv(t, dsn)}) // the owner
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	maddr := ln.Addr().String()
-	_ = ln.Close()
+	maddr := freeAddr(t)
 	cfg, err := config.Load(nil, pgEnv(t, dsn, "S3GATE_METRICS_ADDR="+maddr,
 		"S3GATE_ROOT_ACCESS_KEY="+testgw.AccessKey, "S3GATE_ROOT_SECRET_KEY="+testgw.SecretKey), io.Discard)
 	if err != nil {

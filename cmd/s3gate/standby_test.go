@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/pgtest"
 )
 
@@ -50,12 +51,7 @@ func buildBinary(t *testing.T) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeport.Addr(t)
 }
 
 func startProc(t *testing.T, bin, dsn string, extra ...string) *gatewayProc {

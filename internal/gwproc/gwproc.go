@@ -7,7 +7,6 @@ package gwproc
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3gate/s3gate/internal/freeport"
 )
 
 // Region is the region the test clients sign for.
@@ -44,15 +45,10 @@ func BuildBinary(t testing.TB, dir string) string {
 	return bin
 }
 
-// FreeAddr is a free 127.0.0.1 address to listen on.
+// FreeAddr is a free 127.0.0.1 address to listen on (internal/freeport).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeport.Addr(t)
 }
 
 // Proc is one `s3gate serve` subprocess. Start may be called again once it

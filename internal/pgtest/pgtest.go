@@ -24,7 +24,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -42,6 +41,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/testreq"
 )
 
@@ -302,17 +302,7 @@ func serverCredential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("probe free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("close probe listener: %w", err)
-	}
-	return port, nil
-}
+func freePort() (int, error) { return freeport.Port() }
 
 // launch starts the postmaster and waits until it accepts connections.
 func (s *server) launch(bin, data string, cred *syscall.Credential) error {
