@@ -73,10 +73,29 @@ func resolveRow(ctx context.Context, q rowQuerier, bucket, key string, versionID
 	return r, err
 }
 
-// resolveRowCount is resolveRow that also returns the object's part count;
-// without withManifest a multipart object's Resolved has no parts (the
-// caller resolves it again).
-func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, versionID *string, withInline, forShare, withManifest bool) (*protocol.Resolved, int, error) {
+// resolveSQL holds the resolving statement's texts, built once, by
+// [versioned][forShare][withManifest]: a GET builds no SQL.
+var resolveSQL = func() (t [2][2][2]string) {
+	for v := range 2 {
+		for f := range 2 {
+			for m := range 2 {
+				t[v][f][m] = resolveQuery(v == 1, f == 1, m == 1)
+			}
+		}
+	}
+	return t
+}()
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// resolveQuery is the resolving statement: $1 bucket, $2 key, $3 whether to
+// return inline bytes, $4 the version id when versioned.
+func resolveQuery(versioned, forShare, withManifest bool) string {
 	// A version is the current row when its id matches, else a noncurrent
 	// row (seq > 0) with the manifest in version_parts.
 	from := `objects o LEFT JOIN blobs b ON b.id = o.blob_id WHERE o.bucket = $1 AND o.key = $2`
@@ -84,28 +103,42 @@ func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, vers
 		from += ` FOR SHARE OF o`
 	}
 	cols := `o.version_id, false, 0::bigint`
-	args := []any{bucket, key, withInline}
-	if versionID != nil {
+	if versioned {
 		from = `(SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
 				false AS delete_marker, 0::bigint AS seq FROM objects WHERE bucket = $1 AND key = $2 AND version_id = $4
 			UNION ALL SELECT bucket, key, blob_id, size, etag, meta, checksum, part_count, last_modified, version_id,
 				delete_marker, seq FROM object_versions WHERE bucket = $1 AND key = $2 AND version_id = $4) o
 			LEFT JOIN blobs b ON b.id = o.blob_id`
 		cols = `o.version_id, o.delete_marker, o.seq`
-		args = append(args, *versionID)
 	}
 	const agg = `SELECT json_agg(json_build_object('n', p.part_number, 's', p.size, 'a', p.start_offset,
 					'e', p.etag, 'c', p.checksum,
 					'l', json_build_object('b', pb.id, 't', pb.tier, 'o', pb.lo_oid::bigint)) ORDER BY p.part_number)`
 	manifest := `(` + agg + ` FROM object_parts p JOIN blobs pb ON pb.id = p.blob_id
 				WHERE p.bucket = o.bucket AND p.key = o.key)`
-	if versionID != nil {
+	if versioned {
 		manifest = `CASE WHEN o.seq = 0 THEN ` + manifest + ` ELSE (` + agg + ` FROM version_parts p
 				JOIN blobs pb ON pb.id = p.blob_id WHERE p.seq = o.seq) END`
 	}
 	manifest = `CASE WHEN o.part_count > 0 THEN ` + manifest + ` END`
 	if !withManifest {
 		manifest = `NULL::json`
+	}
+	// The checksum's fields come as text: no JSON to decode per GET.
+	return `SELECT o.size, o.etag, o.meta, coalesce(o.checksum->>'alg', ''), coalesce(o.checksum->>'val', ''),
+			coalesce(o.checksum->>'type', ''), o.part_count, o.last_modified,
+			o.blob_id, b.tier, b.lo_oid, CASE WHEN $3 THEN b.inline_data END,
+			` + manifest + `, ` + cols + `
+		FROM ` + from
+}
+
+// resolveRowCount is resolveRow that also returns the object's part count;
+// without withManifest a multipart object's Resolved has no parts (the
+// caller resolves it again).
+func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, versionID *string, withInline, forShare, withManifest bool) (*protocol.Resolved, int, error) {
+	args := []any{bucket, key, withInline}
+	if versionID != nil {
+		args = append(args, *versionID)
 	}
 	var (
 		r       protocol.Resolved
@@ -118,13 +151,7 @@ func resolveRowCount(ctx context.Context, q rowQuerier, bucket, key string, vers
 		partCnt int
 		lm      time.Time
 	)
-	// The checksum's fields come as text: no JSON to decode per GET.
-	query := `SELECT o.size, o.etag, o.meta, coalesce(o.checksum->>'alg', ''), coalesce(o.checksum->>'val', ''),
-			coalesce(o.checksum->>'type', ''), o.part_count, o.last_modified,
-			o.blob_id, b.tier, b.lo_oid, CASE WHEN $3 THEN b.inline_data END,
-			` + manifest + `, ` + cols + `
-		FROM ` + from
-	err := q.QueryRow(ctx, query, args...).Scan(
+	err := q.QueryRow(ctx, resolveSQL[btoi(versionID != nil)][btoi(forShare)][btoi(withManifest)], args...).Scan(
 		&r.Info.Size, &r.Info.ETag, &meta, &r.Info.Checksum.Algorithm, &r.Info.Checksum.Value,
 		&r.Info.Checksum.Type, &partCnt, &lm,
 		&blobID, &tier, &oid, &inline, &parts, &r.Info.VersionID, &r.Info.DeleteMarker, &r.Seq)
