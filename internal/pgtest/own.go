@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/testreq"
 )
 
@@ -63,7 +64,7 @@ func newServer(t testing.TB, initdb bool) *Server {
 			t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 		}
 	}
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3gate/s3gate/internal/freeport"
 	"github.com/s3gate/s3gate/internal/testreq"
 )
 
@@ -37,7 +38,7 @@ func StartPgBouncer(t testing.TB, dsn string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bport, err := freePort()
+	bport, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}

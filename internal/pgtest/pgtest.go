@@ -269,7 +269,7 @@ func start() (*server, string, error) {
 	// A free port can be taken between probing and binding: retry a few times.
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return fail(err)
 		}
@@ -301,8 +301,6 @@ func serverCredential() (*syscall.Credential, error) {
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
-
-func freePort() (int, error) { return freeport.Port() }
 
 // launch starts the postmaster and waits until it accepts connections.
 func (s *server) launch(bin, data string, cred *syscall.Credential) error {
