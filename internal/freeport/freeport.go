@@ -27,8 +27,11 @@ const floor = 20000
 
 // Port returns a port on 127.0.0.1 that no listener holds now, below the
 // ephemeral range when the range leaves room for it.
-func Port() (int, error) {
-	if top := ephemeralLow(); top-floor >= 1000 {
+func Port() (int, error) { return pick(ephemeralLow()) }
+
+// pick is Port for an ephemeral range that starts at top.
+func pick(top int) (int, error) {
+	if top-floor >= 1000 {
 		for range 100 {
 			p := floor + rand.IntN(top-floor)
 			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
