@@ -25,10 +25,13 @@ import (
 	"github.com/s3gate/s3gate/internal/testgw"
 )
 
-// Concurrency of the workloads (the fixed workload).
+// Concurrency of the workloads (the fixed workload):
+// S3GATE_BENCH_CLIENTS changes the 16 (both sides of every pair that uses
+// it), e.g. to measure what batching costs a read at low concurrency.
+var clients = envInt("S3GATE_BENCH_CLIENTS", 16) // 4 KiB objects, listings' population, part copies
+
 const (
-	clients      = 16 // 4 KiB objects, listings' population, part copies
-	largeClients = 4  // 64 MiB objects and multipart parts
+	largeClients = 4 // 64 MiB objects and multipart parts
 	smallSize    = 4 * kib
 	largeSize    = 64 * mib
 	partSize     = 16 * mib

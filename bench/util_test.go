@@ -149,6 +149,21 @@ func scale(tb testing.TB) float64 {
 	return f
 }
 
+// envInt is the positive integer in environment variable name, or def when
+// it is unset; anything else stops the run, since a misspelt knob would
+// otherwise measure the default under another name.
+func envInt(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		panic(fmt.Sprintf("%s=%q: want a positive integer", name, v))
+	}
+	return n
+}
+
 // scaled returns n scaled, never less than floor.
 func scaled(tb testing.TB, n, floor int) int {
 	return max(floor, int(math.Round(float64(n)*scale(tb))))
