@@ -5,7 +5,10 @@
 # A (README.md).
 #
 # Without B_ENDPOINT the sides are git revision BASE (default main) and the
-# working tree. With B_ENDPOINT (+ B_ACCESS_KEY, B_SECRET_KEY, B_REGION,
+# working tree: each side's own benchmarks, or, with HARNESS=tree, the
+# working tree's benchmarks run against each side's `s3gate` binary
+# (S3GATE_BENCH_BIN), so that an old gateway meets today's workloads and
+# metrics (the issue-time gateway, say). With B_ENDPOINT (+ B_ACCESS_KEY, B_SECRET_KEY, B_REGION,
 # B_CA_FILE, B_PIDS) the sides are this tree's gateway on ENGINE (default
 # pgchunks) and that S3 endpoint, over the workloads of WORKLOAD (a -bench
 # regexp under the engine, default all).
@@ -17,6 +20,7 @@ BENCHTIME=${BENCHTIME:-1x}
 GO=${GO:-go}
 BENCHSTAT=${BENCHSTAT:-$($GO env GOPATH)/bin/benchstat}
 B_ENDPOINT=${B_ENDPOINT:-}
+HARNESS=${HARNESS:-own}
 ENGINE=${ENGINE:-pgchunks}
 WORKLOAD=${WORKLOAD:-.}
 # In parentheses: go test splits a -bench pattern at a top-level | into whole
@@ -70,20 +74,38 @@ if [ -n "$B_ENDPOINT" ]; then
 	exit 0
 fi
 
+case $HARNESS in
+own | tree) ;;
+*)
+	echo "bench-compare: HARNESS=$HARNESS: want own or tree" >&2
+	exit 1
+	;;
+esac
 rev=$(git -C "$root" rev-parse --verify "$BASE^{commit}")
 # The base as a plain tree (no worktree, nothing in .git changes).
 mkdir "$tmp/base"
 git -C "$root" archive "$rev" | tar -x -C "$tmp/base"
-(cd "$tmp/base" && $GO test -c -o "$tmp/base.test" ./bench/)
 (cd "$root" && $GO test -c -o "$tmp/tree.test" ./bench/)
-
-for i in $(seq "$COUNT"); do
-	run base "$tmp/base/bench" "$BENCH"
-	run tree "$root/bench" "$BENCH"
-done
+if [ "$HARNESS" = tree ]; then
+	# One benchmark binary, two gateways, built as the benchmark builds its
+	# own (gatewayBinary).
+	cp "$tmp/tree.test" "$tmp/base.test"
+	(cd "$tmp/base" && $GO build -trimpath -o "$tmp/base-s3gate" ./cmd/s3gate)
+	(cd "$root" && $GO build -trimpath -o "$tmp/tree-s3gate" ./cmd/s3gate)
+	for i in $(seq "$COUNT"); do
+		run base "$root/bench" "$BENCH" S3GATE_BENCH_BIN="$tmp/base-s3gate"
+		run tree "$root/bench" "$BENCH" S3GATE_BENCH_BIN="$tmp/tree-s3gate"
+	done
+else
+	(cd "$tmp/base" && $GO test -c -o "$tmp/base.test" ./bench/)
+	for i in $(seq "$COUNT"); do
+		run base "$tmp/base/bench" "$BENCH"
+		run tree "$root/bench" "$BENCH"
+	done
+fi
 
 ran base tree
 cp "$tmp/base.txt" "$root/bin/bench-compare-base.txt"
 cp "$tmp/tree.txt" "$root/bin/bench-compare-tree.txt"
-echo "bench-compare: $BASE is $rev; raw results in bin/bench-compare-{base,tree}.txt" >&2
+echo "bench-compare: $BASE is $rev (harness: $HARNESS); raw results in bin/bench-compare-{base,tree}.txt" >&2
 "$BENCHSTAT" "base=$tmp/base.txt" "tree=$tmp/tree.txt"
