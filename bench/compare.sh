@@ -86,23 +86,24 @@ rev=$(git -C "$root" rev-parse --verify "$BASE^{commit}")
 mkdir "$tmp/base"
 git -C "$root" archive "$rev" | tar -x -C "$tmp/base"
 (cd "$root" && $GO test -c -o "$tmp/tree.test" ./bench/)
+# Each side's benchmarks run from its own bench/ and build their own gateway
+# (S3GATE_BENCH_BIN as the caller set it); with HARNESS=tree both run this
+# tree's benchmark binary, each against its side's gateway, built as the
+# benchmark builds its own (gatewayBinary).
+base_dir=$tmp/base/bench
+base_bin=${S3GATE_BENCH_BIN:-} tree_bin=${S3GATE_BENCH_BIN:-}
 if [ "$HARNESS" = tree ]; then
-	# One benchmark binary, two gateways, built as the benchmark builds its
-	# own (gatewayBinary).
 	cp "$tmp/tree.test" "$tmp/base.test"
-	(cd "$tmp/base" && $GO build -trimpath -o "$tmp/base-s3gate" ./cmd/s3gate)
-	(cd "$root" && $GO build -trimpath -o "$tmp/tree-s3gate" ./cmd/s3gate)
-	for i in $(seq "$COUNT"); do
-		run base "$root/bench" "$BENCH" S3GATE_BENCH_BIN="$tmp/base-s3gate"
-		run tree "$root/bench" "$BENCH" S3GATE_BENCH_BIN="$tmp/tree-s3gate"
-	done
+	base_dir=$root/bench base_bin=$tmp/base-s3gate tree_bin=$tmp/tree-s3gate
+	(cd "$tmp/base" && $GO build -trimpath -o "$base_bin" ./cmd/s3gate)
+	(cd "$root" && $GO build -trimpath -o "$tree_bin" ./cmd/s3gate)
 else
 	(cd "$tmp/base" && $GO test -c -o "$tmp/base.test" ./bench/)
-	for i in $(seq "$COUNT"); do
-		run base "$tmp/base/bench" "$BENCH"
-		run tree "$root/bench" "$BENCH"
-	done
 fi
+for i in $(seq "$COUNT"); do
+	run base "$base_dir" "$BENCH" S3GATE_BENCH_BIN="$base_bin"
+	run tree "$root/bench" "$BENCH" S3GATE_BENCH_BIN="$tree_bin"
+done
 
 ran base tree
 cp "$tmp/base.txt" "$root/bin/bench-compare-base.txt"
