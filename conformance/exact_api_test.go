@@ -55,6 +55,7 @@ func TestExactAPI(t *testing.T) {
 				t.Run("ExpectedBucketOwner", func(t *testing.T) { eaExpectedOwner(t, cl) })
 				t.Run("ListBucketsPaging", func(t *testing.T) { eaListBuckets(t, gw, cl) })
 				t.Run("ListingDetails", func(t *testing.T) { eaListingDetails(t, gw, cl) })
+				t.Run("UnknownSubresources", func(t *testing.T) { eaUnknownSubresources(t, gw, cl) })
 				if !testgw.External() {
 					t.Run("ExpectContinueEarlyErrors", func(t *testing.T) { eaExpect(t, gw, cl) })
 				}
@@ -668,4 +669,100 @@ func eaExpect(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 		})
 	}
 	objectAbsent(t, cl, bucket, "k")
+}
+
+// eaUnknownSubresources checks that a request selecting an API s3gate does
+// not have (a newer AWS subresource, or a known one on the wrong resource or
+// method) is refused and changes nothing, instead of falling through to the
+// method's plain operation: DELETE ?metadataTable was a DeleteBucket, PUT
+// key?renameObject an empty PutObject, PUT key?encryption a PutObject of the
+// request's XML.
+func eaUnknownSubresources(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
+	ctx := testCtx(t, time.Minute)
+	bucket := mustBucket(t, cl, "subres")
+	empty := mustBucket(t, cl, "subrese")
+	putString(t, cl, bucket, "doc", "precious")
+	putString(t, cl, bucket, "new", "other")
+	intact := func(t *testing.T) {
+		t.Helper()
+		if got := getString(t, cl, bucket, "doc"); got != "precious" {
+			t.Fatalf("object changed to %q", got)
+		}
+		if got := getString(t, cl, bucket, "new"); got != "other" {
+			t.Fatalf("object changed to %q", got)
+		}
+		if _, err := cl.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(empty)}); err != nil {
+			t.Fatalf("empty bucket gone: %v", err)
+		}
+	}
+	sdkCalls := []struct {
+		name string
+		call func() error
+	}{
+		{"DeleteBucketMetadataTableConfiguration", func() error {
+			_, err := cl.DeleteBucketMetadataTableConfiguration(ctx, &s3.DeleteBucketMetadataTableConfigurationInput{Bucket: aws.String(empty)})
+			return err
+		}},
+		{"DeleteBucketMetadataConfiguration", func() error {
+			_, err := cl.DeleteBucketMetadataConfiguration(ctx, &s3.DeleteBucketMetadataConfigurationInput{Bucket: aws.String(empty)})
+			return err
+		}},
+		{"GetBucketAbac", func() error {
+			_, err := cl.GetBucketAbac(ctx, &s3.GetBucketAbacInput{Bucket: aws.String(bucket)})
+			return err
+		}},
+		{"UpdateObjectEncryption", func() error {
+			_, err := cl.UpdateObjectEncryption(ctx, &s3.UpdateObjectEncryptionInput{Bucket: aws.String(bucket), Key: aws.String("doc"),
+				ObjectEncryption: &types.ObjectEncryptionMemberSSEKMS{Value: types.SSEKMSEncryption{KMSKeyArn: aws.String("arn:aws:kms:us-east-1:111122223333:key/k")}}})
+			return err
+		}},
+		{"RenameObject", func() error {
+			_, err := cl.RenameObject(ctx, &s3.RenameObjectInput{Bucket: aws.String(bucket), Key: aws.String("doc"), RenameSource: aws.String("new")})
+			return err
+		}},
+	}
+	for _, tc := range sdkCalls {
+		t.Run(tc.name, func(t *testing.T) {
+			wantAPIError(t, tc.call(), "NotImplemented")
+			intact(t)
+		})
+	}
+	raw := []struct {
+		method, path, query string
+		body                string
+		status              int
+		code                string
+	}{
+		{"DELETE", "/" + empty, "versions", "", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"DELETE", "/" + empty, "uploads", "", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"DELETE", "/" + empty, "retention", "", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"PUT", "/" + empty, "delete", "", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"PUT", "/" + bucket + "/doc", "policy", `{"Version":"2012-10-17"}`, http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"PUT", "/" + bucket + "/doc", "uploads", "x", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"DELETE", "/" + bucket + "/doc", "lifecycle", "", http.StatusMethodNotAllowed, "MethodNotAllowed"},
+		{"PUT", "/" + bucket + "/doc", "someFutureApi", "x", http.StatusNotImplemented, "NotImplemented"},
+		{"DELETE", "/" + bucket + "/new", "someFutureApi=", "", http.StatusNotImplemented, "NotImplemented"},
+		{"DELETE", "/" + empty, "someFutureApi", "", http.StatusNotImplemented, "NotImplemented"},
+		{"POST", "/" + empty, "metadataTable", "<x/>", http.StatusNotImplemented, "NotImplemented"},
+	}
+	for _, tc := range raw {
+		t.Run(tc.method+" "+tc.path+"?"+tc.query, func(t *testing.T) {
+			q, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, _, body := doRaw(t, gw, rawReq{Method: tc.method, Path: tc.path, Query: q, Body: []byte(tc.body)})
+			wantRawError(t, tc.method+" ?"+tc.query, status, body, tc.status, tc.code)
+			intact(t)
+		})
+	}
+	// A parameter with a value that names no API is ignored, as AWS ignores
+	// it (SDKs add x-id=PutObject; proxies add cache busters).
+	status, _, body := doRaw(t, gw, rawReq{Method: "PUT", Path: "/" + bucket + "/third", Query: url.Values{"someParam": {"v"}}, Body: []byte("third")})
+	if status != http.StatusOK {
+		t.Fatalf("PUT with a valued unknown parameter: HTTP %d %s", status, body)
+	}
+	if got := getString(t, cl, bucket, "third"); got != "third" {
+		t.Fatalf("got %q", got)
+	}
 }

@@ -30,7 +30,7 @@ var subresources = []subresource{
 	{"policyStatus", "BucketPolicyStatus", ""},
 	{"lifecycle", "BucketLifecycleConfiguration", ""},
 	{"cors", "BucketCors", ""},
-	{"encryption", "BucketEncryption", ""},
+	{"encryption", "BucketEncryption", "ObjectEncryption"},
 	{"object-lock", "ObjectLockConfiguration", ""},
 	{"replication", "BucketReplication", ""},
 	{"website", "BucketWebsite", ""},
@@ -50,6 +50,68 @@ var subresources = []subresource{
 	{"torrent", "", "ObjectTorrent"},
 	{"restore", "", "RestoreObject"},
 	{"select", "", "SelectObjectContent"},
+	{"renameObject", "", "RenameObject"},
+	{"annotation", "", "ObjectAnnotation"},
+	{"metadataTable", "BucketMetadataTableConfiguration", ""},
+	{"metadataConfiguration", "BucketMetadataConfiguration", ""},
+	{"metadataInventoryTable", "BucketMetadataInventoryTableConfiguration", ""},
+	{"metadataJournalTable", "BucketMetadataJournalTableConfiguration", ""},
+	{"metadataAnnotationTable", "BucketMetadataAnnotationTableConfiguration", ""},
+	{"abac", "BucketAbac", ""},
+	{"session", "Session", ""},
+}
+
+// opUnsupportedQuery names a request whose query carries a parameter without
+// a value that no operation here knows: AWS's way of selecting an API
+// (?metadataTable, ?renameObject, ...). It answers NotImplemented instead
+// of falling through to the method's plain operation, which would run a
+// DeleteBucket or a PutObject the client never asked for.
+const opUnsupportedQuery = "UnsupportedSubresource"
+
+// selectors are the query parameters that select an operation: the
+// subresources and the few matched by name in bucketOperation and
+// objectOperation.
+var selectors = func() map[string]bool {
+	m := map[string]bool{"location": true, "uploads": true, "delete": true, "versions": true, "uploadId": true}
+	for _, s := range subresources {
+		m[s.query] = true
+	}
+	return m
+}()
+
+// plainParams are the parameters the plain operations (list, get, head, put,
+// copy, delete of a bucket or an object) and query authentication take; an
+// unknown parameter with a value is ignored, as AWS ignores it.
+var plainParams = map[string]bool{
+	"list-type": true, "prefix": true, "delimiter": true, "marker": true, "max-keys": true,
+	"encoding-type": true, "continuation-token": true, "fetch-owner": true, "start-after": true,
+	"versionId": true, "partNumber": true, "x-id": true,
+	"AWSAccessKeyId": true, "Signature": true, "Expires": true,
+}
+
+// plainQuery returns "" when q may reach a plain operation. Otherwise it
+// names what the request gets instead: opUnknown (MethodNotAllowed) for a
+// known selector this method or resource has no operation for (DELETE
+// /bucket?versions, PUT /bucket/key?policy), opUnsupportedQuery
+// (NotImplemented) for an unknown parameter without a value.
+func plainQuery(q url.Values) string {
+	unsupported := false
+	for name, vals := range q {
+		if selectors[name] {
+			return opUnknown
+		}
+		lower := strings.ToLower(name)
+		if plainParams[name] || strings.HasPrefix(lower, "x-amz-") || strings.HasPrefix(lower, "response-") {
+			continue
+		}
+		if len(vals) == 0 || vals[0] == "" {
+			unsupported = true
+		}
+	}
+	if unsupported {
+		return opUnsupportedQuery
+	}
+	return ""
 }
 
 var verbs = map[string]string{
@@ -101,6 +163,9 @@ func bucketOperation(method, verb string, q url.Values) string {
 			return verb + s.bucket
 		}
 	}
+	if op := plainQuery(q); op != "" {
+		return op
+	}
 	switch method {
 	case http.MethodGet:
 		if q.Get("list-type") == "2" {
@@ -144,6 +209,9 @@ func objectOperation(method, verb string, q url.Values, h http.Header) string {
 			}
 			return verb + s.object
 		}
+	}
+	if op := plainQuery(q); op != "" {
+		return op
 	}
 	switch method {
 	case http.MethodGet:

@@ -166,6 +166,27 @@ func TestOperation(t *testing.T) {
 		{"POST", "b", "k", "restore", nil, "RestoreObject"},
 		{"POST", "b", "k", "select&select-type=2", nil, "SelectObjectContent"},
 		{"GET", "b", "k", "attributes", nil, "GetObjectAttributes"},
+		// Newer AWS subresources are named (and answer NotImplemented).
+		{"DELETE", "b", "", "metadataTable", nil, "DeleteBucketMetadataTableConfiguration"},
+		{"PUT", "b", "k", "renameObject", nil, "RenameObject"},
+		{"PUT", "b", "k", "encryption", nil, "PutObjectEncryption"},
+		// A selector on the wrong resource or method never reaches the
+		// plain operation.
+		{"DELETE", "b", "", "versions", nil, opUnknown},
+		{"DELETE", "b", "", "retention", nil, opUnknown},
+		{"PUT", "b", "", "uploads", nil, opUnknown},
+		{"PUT", "b", "k", "policy", nil, opUnknown},
+		{"PUT", "b", "k", "policy", copyHdr, opUnknown},
+		{"DELETE", "b", "k", "versioning", nil, opUnknown},
+		{"HEAD", "b", "k", "uploadId=u", nil, opUnknown},
+		// An unknown parameter without a value selects an API s3gate lacks;
+		// one with a value is ignored, as AWS ignores it.
+		{"DELETE", "b", "", "futureApi", nil, opUnsupportedQuery},
+		{"PUT", "b", "k", "futureApi=", nil, opUnsupportedQuery},
+		{"GET", "b", "", "futureApi", nil, opUnsupportedQuery},
+		{"PUT", "b", "k", "x-id=PutObject&cachebust=1", nil, "PutObject"},
+		{"GET", "b", "", "list-type=2&prefix=&delimiter=&encoding-type=url&start-after=&continuation-token=&fetch-owner=", nil, "ListObjectsV2"},
+		{"GET", "b", "k", "versionId=&response-content-type=&X-Amz-Security-Token=", nil, "GetObject"},
 	}
 	for _, tt := range tests {
 		q, _ := url.ParseQuery(tt.query)
