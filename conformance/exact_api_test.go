@@ -30,11 +30,7 @@ import (
 // bucket delete, Complete) runs on the embedded engine and on one
 // PostgreSQL cell; what s3api alone decides runs on the embedded one only.
 func TestExactAPI(t *testing.T) {
-	cells := []string{testgw.Embedded, config.EnginePGChunks}
-	if testgw.External() {
-		cells = []string{"external"}
-	}
-	for _, eng := range cells {
+	for _, eng := range metaCells() {
 		t.Run(eng, func(t *testing.T) {
 			t.Parallel()
 			gw := testgw.Start(t, testgw.Options{Engine: eng})

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/testgw"
 )
 
@@ -32,11 +31,7 @@ import (
 // last-modified; COMPLIANCE is never shortened; each new call answers AWS's
 // XML.
 func TestObjectLock(t *testing.T) {
-	engines := []string{testgw.Embedded, config.EnginePGChunks}
-	if testgw.External() {
-		engines = []string{"external"}
-	}
-	for _, engine := range engines {
+	for _, engine := range metaCells() {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			// Online GC sweeps every 100 ms, so a sweep runs while versions are locked.

@@ -34,6 +34,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/s3gate/s3gate/config"
 	"github.com/s3gate/s3gate/internal/pgtest"
 	"github.com/s3gate/s3gate/internal/testgw"
 )
@@ -100,6 +101,16 @@ func lightCombos() []combo {
 // forEachEngine is forEachCombo over lightCombos: for suites whose requests
 // do not change with the transport (the SDK and minio-go suites, whose
 // signing and chunking do, keep the whole matrix).
+// metaCells are the cells of what depends on the metadata engine but not on
+// the content engine or the transport: the embedded default and one
+// PostgreSQL engine, or the external gateway.
+func metaCells() []string {
+	if testgw.External() {
+		return []string{"external"}
+	}
+	return []string{testgw.Embedded, config.EnginePGChunks}
+}
+
 func forEachEngine(t *testing.T, fn func(t *testing.T, c combo, gw *testgw.Gateway)) {
 	t.Helper()
 	runCells(t, lightCombos(), fn)

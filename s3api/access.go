@@ -160,6 +160,9 @@ func (ac *access) authorize(rq *request) error {
 			err = g.decide(op, rq.bucket, rq.key)
 		}
 	}
+	if err == nil && rq.op == "DeleteObject" && conditionReads(strings.TrimSpace(rq.r.Header.Get("If-Match"))) {
+		err = g.decide("GetObject", rq.bucket, rq.key) // as AWS: an ETag condition reads the object
+	}
 	if err != nil && rq.anonymous && missing {
 		// AWS tells anyone that a bucket does not exist.
 		return fmt.Errorf("authorize: %w", store.ErrNoSuchBucket)
@@ -393,12 +396,21 @@ func hideMissingKey(rq *request, err error) error {
 
 // allowKey decides one key (or version vid of it) of a DeleteObjects
 // request (nil: allowed).
-func (a *api) allowKey(rq *request, key, vid string) error {
+func (a *api) allowKey(rq *request, key, vid, ifMatch string) error {
 	if rq.decision == nil {
 		return nil // no policy evaluation configured
 	}
-	return rq.decision.decideVersion("DeleteObject", rq.bucket, key, vid)
+	err := rq.decision.decideVersion("DeleteObject", rq.bucket, key, vid)
+	if err == nil && conditionReads(ifMatch) {
+		err = rq.decision.decide("GetObject", rq.bucket, key)
+	}
+	return err
 }
+
+// conditionReads reports whether a delete's If-Match tells its caller
+// something of the object's content: an ETag does (S3 requires
+// s3:GetObject besides s3:DeleteObject for it), "*" only that it exists.
+func conditionReads(ifMatch string) bool { return ifMatch != "" && ifMatch != "*" }
 
 // publicACLs are the canned ACLs that grant to everyone or to every
 // authenticated AWS user: AWS's public ACLs.

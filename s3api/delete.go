@@ -3,6 +3,7 @@ package s3api
 import (
 	"encoding/xml"
 	"fmt"
+	"strings"
 
 	"github.com/s3gate/s3gate/store"
 )
@@ -11,16 +12,20 @@ import (
 const maxDeleteKeys = 1000
 
 type deleteRequest struct {
-	XMLName xml.Name `xml:"Delete"`
-	Quiet   bool     `xml:"Quiet"`
-	Objects []struct {
-		Key       string  `xml:"Key"`
-		VersionID *string `xml:"VersionId"`
-		// Conditional deletes, refused per key (errConditionalDelete).
-		ETag             *string `xml:"ETag"`
-		LastModifiedTime *string `xml:"LastModifiedTime"`
-		Size             *string `xml:"Size"`
-	} `xml:"Object"`
+	XMLName xml.Name       `xml:"Delete"`
+	Quiet   bool           `xml:"Quiet"`
+	Objects []deleteObject `xml:"Object"`
+}
+
+// deleteObject is one entry of a DeleteObjects body.
+type deleteObject struct {
+	Key       string  `xml:"Key"`
+	VersionID *string `xml:"VersionId"`
+	// ETag is the entry's If-Match; LastModifiedTime and Size (directory
+	// buckets' conditions) are refused per key (errConditionalDelete).
+	ETag             *string `xml:"ETag"`
+	LastModifiedTime *string `xml:"LastModifiedTime"`
+	Size             *string `xml:"Size"`
 }
 
 type deleteResult struct {
@@ -45,6 +50,14 @@ type deleteError struct {
 	VersionID string `xml:"VersionId,omitempty"`
 	Code      string `xml:"Code"`
 	Message   string `xml:"Message"`
+}
+
+// ifMatch is an entry's ETag condition ("" none).
+func ifMatch(o deleteObject) string {
+	if o.ETag == nil {
+		return ""
+	}
+	return strings.TrimSpace(*o.ETag)
 }
 
 // parseDeleteRequest parses a DeleteObjects body: 1 to 1000 objects
@@ -86,13 +99,16 @@ func (a *api) deleteObjects(rq *request) error {
 		switch {
 		case vid != "" && !store.ValidVersionID(vid):
 			refuse(o.Key, vid, errInvalidVersionID)
-		case o.ETag != nil || o.LastModifiedTime != nil || o.Size != nil:
+		case o.LastModifiedTime != nil || o.Size != nil:
 			refuse(o.Key, vid, errConditionalDelete)
-		case a.allowKey(rq, o.Key, vid) != nil:
+		case ifMatch(o) != "" && vid != "":
+			refuse(o.Key, vid, errConditionalVersionDelete)
+		case a.allowKey(rq, o.Key, vid, ifMatch(o)) != nil:
 			refuse(o.Key, vid, errAccessDenied)
 		default:
-			ids = append(ids, store.ObjectID{Key: o.Key, VersionID: vid, BypassGovernance: a.bypassGovernance(rq, o.Key)})
-			versioned = versioned || vid != ""
+			ids = append(ids, store.ObjectID{Key: o.Key, VersionID: vid, IfMatch: ifMatch(o), BypassGovernance: a.bypassGovernance(rq, o.Key)})
+			// A condition is judged by the versioned path, under the key's lock.
+			versioned = versioned || vid != "" || ifMatch(o) != ""
 		}
 	}
 	if len(ids) == 0 {

@@ -226,7 +226,8 @@ func (a *api) deleteObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := checkDeleteConditions(rq.r.Header); err != nil {
+	ifMatch, err := deleteCondition(rq.r.Header, vid)
+	if err != nil {
 		return err
 	}
 	state := ""
@@ -235,14 +236,14 @@ func (a *api) deleteObject(rq *request) error {
 			return err
 		}
 	}
-	if vid == "" && state == "" {
+	if vid == "" && state == "" && ifMatch == "" {
 		if err := a.st.DeleteObject(rq.ctx, rq.bucket, rq.key); err != nil {
 			return fmt.Errorf("delete object %q/%q: %w", rq.bucket, rq.key, err)
 		}
 		rq.w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	res, err := a.st.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, store.DeleteOptions{VersionID: vid, BypassGovernance: a.bypassGovernance(rq, rq.key)})
+	res, err := a.st.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, store.DeleteOptions{VersionID: vid, IfMatch: ifMatch, BypassGovernance: a.bypassGovernance(rq, rq.key)})
 	if err != nil {
 		return fmt.Errorf("delete object %q/%q version %q: %w", rq.bucket, rq.key, vid, err)
 	}

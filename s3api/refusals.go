@@ -96,19 +96,30 @@ func checkWriteFeatures(h http.Header) error {
 	return nil
 }
 
-// errConditionalDelete answers a conditional delete: s3gate cannot yet make
-// the delete atomic with its condition, and deleting anyway would be the
+// errConditionalDelete answers the conditional deletes S3 has for directory
+// buckets only (x-amz-if-match-last-modified-time, x-amz-if-match-size;
+// LastModifiedTime or Size in DeleteObjects): deleting anyway would be the
 // very loss the condition guards against.
-var errConditionalDelete = errNotImplemented.withMessage("Conditional deletes (If-Match, x-amz-if-match-last-modified-time, x-amz-if-match-size; ETag, LastModifiedTime or Size in DeleteObjects) are not supported.")
+var errConditionalDelete = errNotImplemented.withMessage("Conditional deletes by last-modified time or size (x-amz-if-match-last-modified-time, x-amz-if-match-size; LastModifiedTime or Size in DeleteObjects) are not supported; If-Match (ETag in DeleteObjects) is.")
 
-// checkDeleteConditions refuses DeleteObject's conditions.
-func checkDeleteConditions(h http.Header) error {
-	for _, name := range []string{"If-Match", "x-amz-if-match-last-modified-time", "x-amz-if-match-size"} {
+// errConditionalVersionDelete answers If-Match with a version id: S3
+// judges a conditional delete against the current version only, and what it
+// means for the removal of another version is not settled.
+var errConditionalVersionDelete = errNotImplemented.withMessage("If-Match (ETag in DeleteObjects) with a version id is not supported; a conditional delete applies to the current version.")
+
+// deleteCondition reads DeleteObject's If-Match for a delete of version vid
+// ("" the current one), refusing the conditions s3gate does not judge.
+func deleteCondition(h http.Header, vid string) (string, error) {
+	for _, name := range []string{"x-amz-if-match-last-modified-time", "x-amz-if-match-size"} {
 		if h.Get(name) != "" {
-			return errConditionalDelete
+			return "", errConditionalDelete
 		}
 	}
-	return nil
+	ifMatch := strings.TrimSpace(h.Get("If-Match"))
+	if ifMatch != "" && vid != "" {
+		return "", errConditionalVersionDelete
+	}
+	return ifMatch, nil
 }
 
 // copyTags reads CopyObject's x-amz-tagging-directive: COPY (the default:

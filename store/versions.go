@@ -83,6 +83,9 @@ type ObjectID struct {
 	VersionID string
 	// BypassGovernance is DeleteOptions.BypassGovernance for this entry.
 	BypassGovernance bool
+	// IfMatch is DeleteOptions.IfMatch for this entry (DeleteObjects'
+	// ETag element).
+	IfMatch string
 }
 
 // DeleteOptions are the inputs of DeleteObjectVersion besides the key.
@@ -93,9 +96,12 @@ type DeleteOptions struct {
 	VersionID string
 	// IfMatch, if set, deletes only while the version's ETag is this one
 	// (quotes removed; "*" any existing version): else
-	// ErrPreconditionFailed and nothing changes. Lifecycle uses it, with
+	// ErrPreconditionFailed and nothing changes; without a VersionID, a key
+	// with no current object (none, or a delete marker) is ErrNoSuchKey, as
+	// S3 answers a conditional delete. Lifecycle uses it, with
 	// IfMatchLastModified, so that an object rewritten after it was judged
-	// expired is never removed.
+	// expired is never removed; s3api for If-Match on DeleteObject and the
+	// ETag element of DeleteObjects.
 	IfMatch string
 	// IfMatchLastModified, if set, deletes only while the version's
 	// last-modified time is this one.

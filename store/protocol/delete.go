@@ -110,7 +110,7 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.Obje
 	keys := make([]string, 0, len(ids))
 	for i, id := range ids {
 		locks[i] = fleet.ObjectLockKey(bucket, id.Key)
-		if id.VersionID == "" {
+		if id.VersionID == "" && id.IfMatch == "" {
 			keys = append(keys, id.Key)
 		}
 	}
@@ -128,9 +128,10 @@ func (s *Store) deleteBatch(ctx context.Context, bucket string, ids []store.Obje
 			}
 		}
 		for i, id := range ids {
-			r, err := deleteOne(ctx, tx, bucket, id.Key, store.DeleteOptions{VersionID: id.VersionID, BypassGovernance: id.BypassGovernance})
-			if errors.Is(err, store.ErrObjectLocked) {
-				// Refused before anything of it changed: this entry alone fails.
+			r, err := deleteOne(ctx, tx, bucket, id.Key, store.DeleteOptions{VersionID: id.VersionID, BypassGovernance: id.BypassGovernance, IfMatch: id.IfMatch})
+			if errors.Is(err, store.ErrObjectLocked) || (id.IfMatch != "" && (errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNoSuchKey))) {
+				// Refused before anything of it changed (the retention and
+				// the condition are judged first): this entry alone fails.
 				r, err = store.DeleteVersionResult{Key: id.Key, VersionID: id.VersionID, Err: err}, nil
 			}
 			if err != nil {

@@ -48,14 +48,14 @@ func BucketVersioning(ctx context.Context, c store.BucketConfigStore, bucket str
 }
 
 // checkDelete applies DeleteOptions' conditions to the version a delete
-// would remove (exists false: there is none).
-func checkDelete(opts store.DeleteOptions, exists bool, etag string, lm time.Time) error {
+// would remove (exists false: there is none, which is missing).
+func checkDelete(opts store.DeleteOptions, exists bool, etag string, lm time.Time, missing error) error {
 	if opts.IfMatch == "" && opts.IfMatchLastModified == nil {
 		return nil
 	}
 	switch {
 	case !exists:
-		return fmt.Errorf("%w: no such version to delete", store.ErrPreconditionFailed)
+		return fmt.Errorf("%w: no such version to delete", missing)
 	case opts.IfMatch != "" && opts.IfMatch != "*" && strings.Trim(opts.IfMatch, `"`) != etag:
 		return fmt.Errorf("%w: If-Match %s does not match", store.ErrPreconditionFailed, opts.IfMatch)
 	case opts.IfMatchLastModified != nil && !opts.IfMatchLastModified.Equal(lm):
@@ -78,7 +78,7 @@ func deleteOne(ctx context.Context, tx Tx, bucket, key string, opts store.Delete
 	if err != nil {
 		return res, err
 	}
-	if err := checkDelete(opts, cur.Exists, cur.ETag, cur.LastModified); err != nil {
+	if err := checkDelete(opts, cur.Exists, cur.ETag, cur.LastModified, store.ErrNoSuchKey); err != nil {
 		return res, err
 	}
 	if cur.Versioning == "" {
@@ -125,7 +125,7 @@ func deleteVersion(ctx context.Context, tx Tx, bucket, key string, opts store.De
 	if err != nil {
 		return res, err
 	}
-	if err := checkDelete(opts, v.Found, v.ETag, v.LastModified); err != nil || !v.Found {
+	if err := checkDelete(opts, v.Found, v.ETag, v.LastModified, store.ErrPreconditionFailed); err != nil || !v.Found {
 		return res, err
 	}
 	if err := checkRemove(ctx, tx, bucket, key, opts.VersionID, opts.BypassGovernance); err != nil {

@@ -430,6 +430,22 @@ func testVersionPromotion(t *testing.T, v *Env) {
 			t.Fatalf("delete %+v: %v, want a failed precondition", opts, err)
 		}
 	}
+	// A condition on a key with no current object is ErrNoSuchKey, as S3
+	// answers a conditional delete.
+	if _, err := v.Store.DeleteObjectVersion(ctx, "b", "none", store.DeleteOptions{IfMatch: "*"}); !errors.Is(err, store.ErrNoSuchKey) {
+		t.Fatalf("conditional delete of a missing key: %v, want ErrNoSuchKey", err)
+	}
+	// DeleteObjects' ETag elements: each entry judged on its own, the
+	// failed ones changing nothing.
+	five := v.put(t, "b", "k5", []byte("five"))
+	six := v.put(t, "b", "k6", []byte("six"))
+	rs, err := v.Store.DeleteObjectVersions(ctx, "b", []store.ObjectID{
+		{Key: "k5", IfMatch: six.ETag}, {Key: "k6", IfMatch: `"` + six.ETag + `"`}, {Key: "none", IfMatch: "*"},
+	})
+	if err != nil || len(rs) != 3 || !errors.Is(rs[0].Err, store.ErrPreconditionFailed) || rs[1].Err != nil || !errors.Is(rs[2].Err, store.ErrNoSuchKey) {
+		t.Fatalf("conditional batch: %+v, %v", rs, err)
+	}
+	v.checkVersionReads(t, "b", "k5", []mver{{id: five.VersionID, data: []byte("five")}})
 	res, err := v.Store.DeleteObjectVersion(ctx, "b", "k", store.DeleteOptions{VersionID: four.VersionID, IfMatch: four.ETag, IfMatchLastModified: &four.LastModified})
 	if err != nil || res.DeleteMarker {
 		t.Fatalf("conditional delete that matches: %+v, %v", res, err)
