@@ -323,6 +323,12 @@ func TestConditionalPutPrecheck(t *testing.T) {
 	e := newEnv(t, Config{})
 	e.mustBucket("b")
 	e.mustPut("b", "k", "hello", nil)
+	// CopyObject passes its destination's conditions to the store, which
+	// judges them with the copy; an If-None-Match other than * is refused.
 	w := e.do(req{method: "PUT", target: "/b/copy", hdr: map[string]string{"x-amz-copy-source": "/b/k", "If-None-Match": "*"}})
+	if w.Code != 200 || e.st.lastCopy.opts.IfNoneMatch != "*" {
+		t.Fatalf("conditional copy: %d %s, store saw %+v", w.Code, w.Body.String(), e.st.lastCopy.opts)
+	}
+	w = e.do(req{method: "PUT", target: "/b/copy", hdr: map[string]string{"x-amz-copy-source": "/b/k", "If-None-Match": `"abc"`}})
 	expectError(t, w, 501, "NotImplemented")
 }

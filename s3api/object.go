@@ -323,12 +323,12 @@ func (a *api) copyObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if h.Get("If-Match") != "" || h.Get("If-None-Match") != "" {
-		// Refused rather than ignored: a client relying on a conditional
-		// copy must not overwrite silently.
-		return errNotImplemented.withMessage("Conditional writes (If-Match, If-None-Match) are supported on PutObject and CompleteMultipartUpload, not on CopyObject.")
+	if err := checkIfNoneMatchWrite(h); err != nil {
+		return err
 	}
-	var opts store.CopyOptions
+	// Conditional writes on the destination, judged by the store with the
+	// copy under the destination's lock, as for PutObject.
+	opts := store.CopyOptions{IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
 	switch strings.ToUpper(h.Get("X-Amz-Metadata-Directive")) {
 	case "", "COPY":
 	case "REPLACE":

@@ -331,6 +331,10 @@ type CopyOptions struct {
 	// the bucket's default retention (s3api): the source's never travels,
 	// as in S3.
 	Lock *ObjectLock
+	// IfMatch / IfNoneMatch are conditional-write headers on the
+	// destination ("" when absent), as PutOptions'.
+	IfMatch     string
+	IfNoneMatch string
 }
 
 // DeleteResult is the outcome for one key of DeleteObjects.

@@ -62,6 +62,9 @@ func (s *Store) CopyObject(ctx context.Context, src store.CopySource, dstBucket,
 		if err != nil {
 			return err
 		}
+		if err := CheckWriteConditions(store.PutOptions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}, cur.Exists, cur.ETag); err != nil {
+			return err
+		}
 		if same && r.Seq == 0 && !cur.demotes() {
 			// The object replaces itself: its manifest is the source's.
 			out.VersionID = cur.VersionID

@@ -210,3 +210,81 @@ func cdPermissions(t *testing.T, gw *testgw.Gateway, root *s3.Client) {
 	}
 	objectAbsent(t, root, bucket, "k")
 }
+
+// TestConditionalCopy checks conditional writes on CopyObject's destination
+// (If-None-Match: *, If-Match), as S3 has them for PutObject,
+// CompleteMultipartUpload and CopyObject, judged with the copy under the
+// destination's lock.
+func TestConditionalCopy(t *testing.T) {
+	for _, eng := range metaCells() {
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			gw := testgw.Start(t, testgw.Options{Engine: eng})
+			cl := sdkClient(t, gw)
+			ctx := testCtx(t, 3*time.Minute)
+			bucket := mustBucket(t, cl, "ccopy")
+			putString(t, cl, bucket, "src", "source")
+			copyTo := func(dst string, in s3.CopyObjectInput) (*s3.CopyObjectOutput, error) {
+				in.Bucket, in.Key, in.CopySource = aws.String(bucket), aws.String(dst), aws.String(bucket+"/src")
+				return cl.CopyObject(ctx, &in)
+			}
+			if _, err := copyTo("d", s3.CopyObjectInput{IfNoneMatch: aws.String("*")}); err != nil {
+				t.Fatalf("If-None-Match * to a new key: %v", err)
+			}
+			_, err := copyTo("d", s3.CopyObjectInput{IfNoneMatch: aws.String("*")})
+			wantAPIError(t, err, "PreconditionFailed")
+			putString(t, cl, bucket, "d", "dest")
+			_, err = copyTo("d", s3.CopyObjectInput{IfMatch: aws.String(`"0123456789abcdef0123456789abcdef"`)})
+			wantAPIError(t, err, "PreconditionFailed")
+			if got := getString(t, cl, bucket, "d"); got != "dest" {
+				t.Fatalf("a failed conditional copy changed the destination: %q", got)
+			}
+			head, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("d")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := copyTo("d", s3.CopyObjectInput{IfMatch: head.ETag}); err != nil {
+				t.Fatalf("If-Match with the destination's ETag: %v", err)
+			}
+			if got := getString(t, cl, bucket, "d"); got != "source" {
+				t.Fatalf("destination %q after the copy", got)
+			}
+			_, err = copyTo("missing", s3.CopyObjectInput{IfMatch: head.ETag})
+			wantAPIError(t, err, "NoSuchKey")
+			objectAbsent(t, cl, bucket, "missing")
+			_, err = copyTo("d", s3.CopyObjectInput{IfNoneMatch: head.ETag})
+			wantAPIError(t, err, "NotImplemented")
+			// Two copies race to create one key with If-None-Match: *:
+			// exactly one wins, every round.
+			rounds := 100
+			if testing.Short() {
+				rounds = 25
+			}
+			for i := range rounds {
+				dst := fmt.Sprintf("race/%d", i)
+				var wg sync.WaitGroup
+				errs := make([]error, 2)
+				for j := range errs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, errs[j] = copyTo(dst, s3.CopyObjectInput{IfNoneMatch: aws.String("*")})
+					}()
+				}
+				wg.Wait()
+				won := 0
+				for _, err := range errs {
+					switch {
+					case err == nil:
+						won++
+					case apiCode(err) != "PreconditionFailed":
+						t.Fatalf("round %d: %v", i, err)
+					}
+				}
+				if won != 1 {
+					t.Fatalf("round %d: %d copies with If-None-Match: * succeeded, want 1", i, won)
+				}
+			}
+		})
+	}
+}
