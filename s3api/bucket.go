@@ -184,12 +184,14 @@ func (a *api) createConfigs(rq *request, acl *store.ACL, ownership string) error
 // checkLocation applies the LocationConstraint rules (see package doc).
 func (a *api) checkLocation(lc string) error {
 	switch {
-	case lc == "" || lc == a.cfg.Region:
+	case lc == "":
+		return nil
+	case lc == defaultRegion: // before the match: refused even in us-east-1
+		return errInvalidLocation
+	case lc == a.cfg.Region:
 		return nil
 	case lc == "EU" && a.cfg.Region == "eu-west-1":
 		return nil
-	case lc == defaultRegion:
-		return errInvalidLocation
 	default:
 		return errIllegalLocation.withMessage("The " + lc + " location constraint is incompatible for the region specific endpoint this request was sent to.")
 	}

@@ -28,6 +28,7 @@ func TestCreateBucket(t *testing.T) {
 		{name: "empty constraint", region: "eu-central-1", body: locationBody(""), status: 200},
 		{name: "other region", region: "us-east-1", body: locationBody("eu-west-1"), status: 400, code: "IllegalLocationConstraintException"},
 		{name: "explicit us-east-1 elsewhere", region: "eu-west-1", body: locationBody("us-east-1"), status: 400, code: "InvalidLocationConstraint"},
+		{name: "explicit us-east-1 in us-east-1", region: "us-east-1", body: locationBody("us-east-1"), status: 400, code: "InvalidLocationConstraint"},
 		{name: "malformed body", region: "us-east-1", body: "<CreateBucketConfiguration><Loc", status: 400, code: "MalformedXML"},
 		{name: "owned in us-east-1 is 200", region: "us-east-1", existing: true, status: 200},
 		{name: "owned elsewhere is 409", region: "eu-west-1", existing: true, status: 409, code: "BucketAlreadyOwnedByYou"},

@@ -9,8 +9,9 @@
 //     BucketAlreadyOwnedByYou in any other region.
 //   - A missing/empty LocationConstraint creates the bucket in the configured
 //     region; an explicit constraint must name that region (or "EU" for
-//     eu-west-1). An explicit "us-east-1" elsewhere is InvalidLocationConstraint,
-//     any other region IllegalLocationConstraintException.
+//     eu-west-1). An explicit "us-east-1" is InvalidLocationConstraint even on
+//     a us-east-1 gateway (AWS's us-east-1 takes no constraint at all), any
+//     other region IllegalLocationConstraintException.
 //   - XML bodies are capped at Config.MaxXMLBody, except DeleteObjects and
 //     CompleteMultipartUpload, whose legitimate bodies (1000 keys of 1 KiB, 10000
 //     parts with checksums) exceed 1 MiB: they are capped at max(MaxXMLBody,
