@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func TestAWSMatchBucket(t *testing.T) {
 			gw := testgw.Start(t, testgw.Options{Engine: eng})
 			cl := sdkClient(t, gw)
 			t.Run("LocationConstraintUSEast1", func(t *testing.T) { amLocationUSEast1(t, gw, cl) })
+			t.Run("ReservedBucketNames", func(t *testing.T) { amReservedNames(t, gw) })
 		})
 	}
 }
@@ -53,4 +55,15 @@ func amLocationUSEast1(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 func headBucket(ctx context.Context, cl *s3.Client, name string) error {
 	_, err := cl.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)})
 	return err
+}
+
+// amReservedNames: the general purpose bucket naming rules reserve the
+// amzn-s3-demo- prefix and the --table-s3 suffix. Raw requests, so that no
+// SDK rule about the name stands in the way.
+func amReservedNames(t *testing.T, gw *testgw.Gateway) {
+	suffix := strings.TrimPrefix(bucketName("x"), "s3gate-x-")
+	for _, name := range []string{"amzn-s3-demo-" + suffix, "s3gate-" + suffix + "--table-s3"} {
+		status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + name})
+		wantRawError(t, "CreateBucket "+name, status, body, http.StatusBadRequest, "InvalidBucketName")
+	}
 }

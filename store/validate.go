@@ -7,12 +7,13 @@ import (
 	"unicode/utf8"
 )
 
-// Bucket-name prefixes and suffixes that AWS reserves for its own features
-// (IDN punycode, access-point aliases, Object Lambda, directory buckets,
-// multi-region access points, S3 internal names).
+// Bucket-name prefixes and suffixes that AWS's general purpose bucket naming
+// rules reserve for its own features (IDN punycode, S3 internal names, the
+// documentation's example names, access-point aliases, Object Lambda,
+// multi-region access points, directory buckets, table buckets).
 var (
-	reservedBucketPrefixes = []string{"xn--", "sthree-"}
-	reservedBucketSuffixes = []string{"-s3alias", "--ol-s3", "--x-s3", ".mrap"}
+	reservedBucketPrefixes = []string{"xn--", "sthree-", "amzn-s3-demo-"}
+	reservedBucketSuffixes = []string{"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}
 )
 
 // ValidBucketName checks name against the S3 bucket naming rules: 3 to 63

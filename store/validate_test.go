@@ -36,6 +36,10 @@ func TestValidBucketName(t *testing.T) {
 		{"abc--ol-s3", false},
 		{"abc--x-s3", false},
 		{"abc.mrap", false},
+		{"amzn-s3-demo-bucket", false},
+		{"abc--table-s3", false},
+		{"amzn-s3-demo", true}, // the prefix is the whole "amzn-s3-demo-"
+		{"abc-table-s3", true},
 		{"abc def", false},
 		{"abc/def", false},
 		{"ab\u00e9c", false},
