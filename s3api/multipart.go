@@ -443,9 +443,15 @@ func (a *api) listParts(rq *request) error {
 	}
 	maxParts = min(maxParts, maxListKeys)
 	uploadID := rq.q.Get("uploadId")
-	res, err := a.st.ListParts(rq.ctx, rq.bucket, rq.key, uploadID, marker, maxParts)
+	// max-parts=0 is an empty page, as max-keys=0 is; the store reads 0 as
+	// its default, so one part is read (the upload must still exist) and
+	// dropped.
+	res, err := a.st.ListParts(rq.ctx, rq.bucket, rq.key, uploadID, marker, max(maxParts, 1))
 	if err != nil {
 		return fmt.Errorf("list parts of %q/%q: %w", rq.bucket, rq.key, err)
+	}
+	if maxParts == 0 {
+		res.Parts, res.Truncated, res.NextPartNumberMarker = nil, false, 0
 	}
 	own := ownerOf(rq)
 	out := listPartsResult{
@@ -512,7 +518,14 @@ func (a *api) listMultipartUploads(rq *request) error {
 		KeyMarker: rq.q.Get("key-marker"), UploadIDMarker: rq.q.Get("upload-id-marker"),
 		MaxUploads: maxUploads,
 	}
-	res, err := a.st.ListMultipartUploads(rq.ctx, rq.bucket, p)
+	// max-uploads=0 is an empty page, as max-keys=0 is (the store reads 0 as
+	// its default): only the bucket is checked.
+	var res store.ListUploadsResult
+	if maxUploads == 0 {
+		_, err = a.st.HeadBucket(rq.ctx, rq.bucket)
+	} else {
+		res, err = a.st.ListMultipartUploads(rq.ctx, rq.bucket, p)
+	}
 	if err != nil {
 		return fmt.Errorf("list uploads of %q: %w", rq.bucket, err)
 	}

@@ -199,3 +199,36 @@ func TestAbortMultipartUpload(t *testing.T) {
 		t.Error("upload still there")
 	}
 }
+
+// TestZeroMaxListPages: max-parts=0 and max-uploads=0 are empty, untruncated
+// pages, as max-keys=0 is, though the upload and the bucket are still checked.
+func TestZeroMaxListPages(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.mustBucket("bkt")
+	id := startUpload(t, e, nil)
+	uploadPart(t, e, id, 1, "x")
+	tests := []struct {
+		target, absent string
+		status         int
+		want           []string
+	}{
+		{"/bkt/big?uploadId=" + id + "&max-parts=0", "<Part>", 200,
+			[]string{"<MaxParts>0</MaxParts>", "<IsTruncated>false</IsTruncated>", "<UploadId>" + id + "</UploadId>"}},
+		{"/bkt?uploads&max-uploads=0", "<Upload>", 200,
+			[]string{"<MaxUploads>0</MaxUploads>", "<IsTruncated>false</IsTruncated>", "<NextKeyMarker></NextKeyMarker>"}},
+		{"/bkt/big?uploadId=nosuchupload&max-parts=0", "", 404, []string{"<Code>NoSuchUpload</Code>"}},
+		{"/nobkt?uploads&max-uploads=0", "", 404, []string{"<Code>NoSuchBucket</Code>"}},
+	}
+	for _, tt := range tests {
+		w := e.do(req{method: "GET", target: tt.target})
+		body := w.Body.String()
+		if w.Code != tt.status || tt.absent != "" && strings.Contains(body, tt.absent) {
+			t.Errorf("GET %s: %d %s", tt.target, w.Code, body)
+		}
+		for _, s := range tt.want {
+			if !strings.Contains(body, s) {
+				t.Errorf("GET %s: %s lacks %s", tt.target, body, s)
+			}
+		}
+	}
+}
