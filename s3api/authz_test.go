@@ -33,6 +33,12 @@ func TestOperationAccess(t *testing.T) {
 		"GetBucketReplication": AccessRead, "GetPublicAccessBlock": AccessRead,
 		"GetBucketOwnershipControls": AccessRead, "GetObjectAttributes": AccessRead,
 		"ListObjectVersions": AccessRead, "GetObjectRetention": AccessRead, "GetObjectLegalHold": AccessRead,
+		"GetBucketLogging": AccessRead, "GetBucketAccelerateConfiguration": AccessRead,
+		"GetBucketNotificationConfiguration": AccessRead, "GetBucketRequestPayment": AccessRead,
+		"ListBucketAnalyticsConfigurations": AccessRead, "ListBucketMetricsConfigurations": AccessRead,
+		"ListBucketInventoryConfigurations": AccessRead, "ListBucketIntelligentTieringConfigurations": AccessRead,
+		"GetBucketAnalyticsConfiguration": AccessRead, "GetBucketMetricsConfiguration": AccessRead,
+		"GetBucketInventoryConfiguration": AccessRead, "GetBucketIntelligentTieringConfiguration": AccessRead,
 
 		"CreateBucket": AccessWrite, "DeleteBucket": AccessWrite, "DeleteObjects": AccessWrite,
 		"PutBucketAcl": AccessWrite, "PutObjectAcl": AccessWrite, "PutObject": AccessWrite,
@@ -45,6 +51,7 @@ func TestOperationAccess(t *testing.T) {
 		"PutBucketCors": AccessWrite, "DeleteBucketCors": AccessWrite,
 		"PutBucketOwnershipControls": AccessWrite, "DeleteBucketOwnershipControls": AccessWrite,
 		"PutObjectLockConfiguration": AccessWrite, "PutObjectRetention": AccessWrite, "PutObjectLegalHold": AccessWrite,
+		"DeleteBucketWebsite": AccessWrite, "DeleteBucketReplication": AccessWrite, "DeleteBucketEncryption": AccessWrite,
 		"PutBucketVersioning":             AccessWrite,
 		"PutBucketLifecycleConfiguration": AccessWrite, "DeleteBucketLifecycleConfiguration": AccessWrite,
 	}

@@ -85,6 +85,9 @@ var (
 	errInvalidStorageClass = &apiError{"InvalidStorageClass", http.StatusBadRequest, "The storage class you specified is not valid"}
 )
 
+// The Get by id of a configuration s3gate does not keep (unconfigured.go).
+var errNoSuchConfiguration = notFoundDefault("NoSuchConfiguration", "The specified configuration does not exist.")
+
 // notFoundDefault builds the "no such configuration" answers that clients
 // expect for bucket sub-resources that are never configured here.
 func notFoundDefault(code, msg string) *apiError {

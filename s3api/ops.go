@@ -61,6 +61,15 @@ var subresources = []subresource{
 	{"session", "Session", ""},
 }
 
+// configLists names the List operation of the subresources that hold
+// configurations by id: a GET without an id lists them all.
+var configLists = map[string]string{
+	"analytics":           "ListBucketAnalyticsConfigurations",
+	"metrics":             "ListBucketMetricsConfigurations",
+	"inventory":           "ListBucketInventoryConfigurations",
+	"intelligent-tiering": "ListBucketIntelligentTieringConfigurations",
+}
+
 // opUnsupportedQuery names a request whose query carries a parameter without
 // a value that no operation here knows: AWS's way of selecting an API
 // (?metadataTable, ?renameObject, ...). It answers NotImplemented instead
@@ -160,6 +169,9 @@ func bucketOperation(method, verb string, q url.Values) string {
 	}
 	for _, s := range subresources {
 		if q.Has(s.query) && s.bucket != "" {
+			if list := configLists[s.query]; list != "" && method == http.MethodGet && !q.Has("id") {
+				return list
+			}
 			return verb + s.bucket
 		}
 	}
@@ -344,6 +356,24 @@ var handlers = map[string]handlerFunc{
 	"GetBucketOwnershipControls":      (*api).getOwnershipControls,
 	"PutBucketOwnershipControls":      (*api).putOwnershipControls,
 	"DeleteBucketOwnershipControls":   (*api).deleteOwnershipControls,
+
+	// Configurations s3gate does not keep: AWS's answers for a bucket with
+	// none set (unconfigured.go); their PUTs stay NotImplemented.
+	"GetBucketLogging":                           emptyConfig(newEmptyDoc("BucketLoggingStatus")),
+	"GetBucketAccelerateConfiguration":           emptyConfig(newEmptyDoc("AccelerateConfiguration")),
+	"GetBucketNotificationConfiguration":         emptyConfig(newEmptyDoc("NotificationConfiguration")),
+	"GetBucketRequestPayment":                    emptyConfig(requestPayment{NS: s3NS, Payer: "BucketOwner"}),
+	"ListBucketAnalyticsConfigurations":          emptyConfig(newEmptyConfigList("ListBucketAnalyticsConfigurationResult")),
+	"ListBucketMetricsConfigurations":            emptyConfig(newEmptyConfigList("ListMetricsConfigurationsResult")),
+	"ListBucketInventoryConfigurations":          emptyConfig(newEmptyConfigList("ListInventoryConfigurationsResult")),
+	"ListBucketIntelligentTieringConfigurations": emptyConfig(newEmptyConfigList("ListBucketIntelligentTieringConfigurationsOutput")),
+	"GetBucketAnalyticsConfiguration":            notFoundConfig(errNoSuchConfiguration),
+	"GetBucketMetricsConfiguration":              notFoundConfig(errNoSuchConfiguration),
+	"GetBucketInventoryConfiguration":            notFoundConfig(errNoSuchConfiguration),
+	"GetBucketIntelligentTieringConfiguration":   notFoundConfig(errNoSuchConfiguration),
+	"DeleteBucketWebsite":                        deleteUnconfigured,
+	"DeleteBucketReplication":                    deleteUnconfigured,
+	"DeleteBucketEncryption":                     deleteUnconfigured,
 
 	"PutBucketLifecycleConfiguration":    (*api).putBucketLifecycle,
 	"DeleteBucketLifecycleConfiguration": (*api).deleteBucketLifecycle,
