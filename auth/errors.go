@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // S3 error codes returned by this package (Error.Code).
@@ -56,8 +59,28 @@ func errUnknownKey(accessKey string) *Error {
 	return e
 }
 
-func errSkewed() *Error {
-	return newErr(CodeRequestTimeTooSkewed, "The difference between the request time and the server's time is too large.")
+// errSkewed is S3's RequestTimeTooSkewed: the request's time as it was
+// sent, the server's clock and the allowed skew, so that a client (the AWS
+// SDKs do) can correct its clock offset and retry.
+func errSkewed(requestTime string, now time.Time, maxSkew time.Duration) *Error {
+	e := newErr(CodeRequestTimeTooSkewed, "The difference between the request time and the current time is too large.")
+	e.Details = []Detail{
+		{"RequestTime", requestTime},
+		{"ServerTime", now.UTC().Format(time.RFC3339)},
+		{"MaxAllowedSkewMilliseconds", strconv.FormatInt(maxSkew.Milliseconds(), 10)},
+	}
+	return e
+}
+
+// errSHA256Mismatch is XAmzContentSHA256Mismatch with both digests in hex,
+// as S3 reports them.
+func errSHA256Mismatch(client, computed []byte) *Error {
+	e := newErr(CodeXAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
+	e.Details = []Detail{
+		{"ClientComputedContentSHA256", hex.EncodeToString(client)},
+		{"S3ComputedContentSHA256", hex.EncodeToString(computed)},
+	}
+	return e
 }
 
 // errSignatureDetails is SignatureDoesNotMatch with what S3 tells the

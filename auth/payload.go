@@ -148,9 +148,9 @@ func (s *sha256Reader) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	var sum [sha256.Size]byte
-	if !hashEqual(s.h.Sum(sum[:0]), s.want[:]) {
+	if got := s.h.Sum(sum[:0]); !hashEqual(got, s.want[:]) {
 		// The tail of the body is withheld: nothing after a mismatch is usable.
-		s.err = newErr(CodeXAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
+		s.err = errSHA256Mismatch(s.want[:], got)
 		return 0, s.err
 	}
 	s.err = io.EOF

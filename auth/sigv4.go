@@ -516,7 +516,12 @@ func (v *Verifier) checkScope(c credential, t time.Time, mk func(string) *Error)
 		return mk("Invalid credential date. Date is not the same as X-Amz-Date.")
 	}
 	if c.region != v.Region {
-		return mk("the region '" + truncate(c.region, 64) + "' is wrong; expecting '" + v.Region + "'")
+		// <Region> is what botocore reads to re-sign for the right region.
+		e := mk("the region '" + truncate(c.region, 64) + "' is wrong; expecting '" + v.Region + "'")
+		if e.Code == CodeAuthorizationHeaderMalformed || e.Code == CodeAuthorizationQueryParametersError {
+			e.Details = append(e.Details, Detail{"Region", v.Region})
+		}
+		return e
 	}
 	if c.service != scopeService {
 		return mk("the service '" + truncate(c.service, 64) + "' is wrong; expecting 's3'")
@@ -536,7 +541,7 @@ func (v *Verifier) verifyV4Header(r *http.Request, authz string, q queryParams) 
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := v.checkScope(h.cred, t, malformedHeader); aerr != nil {
+	if aerr := v.checkScope(h.cred, t, func(m string) *Error { return malformedHeader("The authorization header is malformed; " + m) }); aerr != nil {
 		return nil, aerr
 	}
 	if aerr := v.checkSkew(t); aerr != nil {
@@ -616,7 +621,7 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	// most a week, so t.Add cannot overflow.
 	now := v.now()
 	if t.After(now.Add(v.maxSkew())) {
-		return nil, errSkewed()
+		return nil, errSkewed(dateStr, now, v.maxSkew())
 	}
 	if now.After(t.Add(time.Duration(exp) * time.Second)) {
 		return nil, errExpired()

@@ -126,7 +126,7 @@ func (v *Verifier) lookup(r *http.Request, accessKey string) (string, *Error) {
 func (v *Verifier) checkSkew(t time.Time) *Error {
 	now, skew := v.now(), v.maxSkew()
 	if t.Before(now.Add(-skew)) || t.After(now.Add(skew)) {
-		return errSkewed()
+		return errSkewed(t.Format(iso8601Format), now, skew)
 	}
 	return nil
 }

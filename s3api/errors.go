@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -67,6 +68,7 @@ var (
 	errMissingContentLength     = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
 	errPartNotSatisfiable       = &apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable"}
 	errInvalidMPObjectSize      = &apiError{"InvalidRequest", http.StatusBadRequest, "Value for x-amz-mp-object-size header is invalid."}
+	errInvalidRange             = &apiError{"InvalidRange", http.StatusRequestedRangeNotSatisfiable, "The requested range is not satisfiable"}
 	// errReadOnly answers writes on a read replica (ADR 013): 403, which
 	// clients do not retry, as AWS answers a write that a policy denies.
 	errReadOnly       = &apiError{"AccessDenied", http.StatusForbidden, "This gateway is a read-only replica: it serves GET, HEAD and LIST only; send writes to the primary's gateway."}
@@ -117,7 +119,7 @@ var storeErrors = []struct {
 	{store.ErrIncompleteBody, &apiError{"IncompleteBody", http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."}},
 	{store.ErrPreconditionFailed, &apiError{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold"}},
 	{store.ErrNotModified, &apiError{"NotModified", http.StatusNotModified, "Not Modified"}},
-	{store.ErrInvalidRange, &apiError{"InvalidRange", http.StatusRequestedRangeNotSatisfiable, "The requested range is not satisfiable"}},
+	{store.ErrInvalidRange, errInvalidRange},
 	{store.ErrInvalidArgument, errInvalidArgument},
 	{store.ErrInvalidRequest, errInvalidRequest},
 	{store.ErrSlowDown, &apiError{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}},
@@ -236,18 +238,29 @@ func (d *detailedError) Unwrap() error { return d.apiError }
 
 // withDetails adds elements, given as name, value pairs, to e's body.
 func withDetails(e *apiError, nameValues ...string) error {
-	d := &detailedError{apiError: e}
-	for i := 0; i+1 < len(nameValues); i += 2 {
-		d.details = append(d.details, errorDetail{XMLName: xml.Name{Local: nameValues[i]}, Value: nameValues[i+1]})
-	}
-	return d
+	return &detailedError{apiError: e, details: details(nameValues...)}
 }
 
-// apiDetails are the extra elements of a detailedError, nil for others.
+// details builds error elements from name, value pairs.
+func details(nameValues ...string) []errorDetail {
+	var out []errorDetail
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		out = append(out, errorDetail{XMLName: xml.Name{Local: nameValues[i]}, Value: nameValues[i+1]})
+	}
+	return out
+}
+
+// apiDetails are the extra elements of a detailedError, or of a store
+// error that carries some (the digests of a payload mismatch); nil for others.
 func apiDetails(err error) []errorDetail {
 	var d *detailedError
 	if errors.As(err, &d) {
 		return d.details
+	}
+	var pe *store.PayloadSHA256Error
+	if errors.As(err, &pe) {
+		return details("ClientComputedContentSHA256", hex.EncodeToString(pe.Client[:]),
+			"S3ComputedContentSHA256", hex.EncodeToString(pe.Computed[:]))
 	}
 	return nil
 }

@@ -122,7 +122,9 @@ func (a *api) getObject(rq *request) error {
 		if part > 0 {
 			return errPartNotSatisfiable // S3's code for a part number beyond the count
 		}
-		return err
+		// As S3 does, the answer names the range as sent and the object's
+		// size, so that a client can re-request what exists.
+		return withDetails(errInvalidRange, "RangeRequested", opts.RangeSpec, "ActualObjectSize", strconv.FormatInt(info.Size, 10))
 	case err != nil:
 		return a.versionError(rq, info, fmt.Errorf("get object %q/%q: %w", rq.bucket, rq.key, err))
 	}

@@ -158,11 +158,11 @@ func (b *Body) Read(p []byte) (int, error) {
 	b.hash(p[:n])
 	if err == io.EOF {
 		if w := b.opts.PayloadSHA256; w != nil {
-			var sum [sha256.Size]byte
-			if !bytes.Equal(b.sha256.Sum(sum[:0]), w[:]) {
+			pe := &PayloadSHA256Error{Client: *w}
+			if !bytes.Equal(b.sha256.Sum(pe.Computed[:0]), w[:]) {
 				// As the signed-payload check in auth did: the mismatch
 				// replaces io.EOF and the tail is withheld.
-				b.err = fmt.Errorf("%w: the body's SHA-256 is not the signed x-amz-content-sha256", ErrPayloadSHA256Mismatch)
+				b.err = pe
 				return 0, b.err
 			}
 		}

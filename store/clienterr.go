@@ -1,6 +1,10 @@
 package store
 
-import "errors"
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+)
 
 // clientError is a sentinel error (ErrInvalidRequest, ErrInvalidPart, ...)
 // that carries S3's own message for the client. s3api answers with the
@@ -28,3 +32,16 @@ func ClientMessage(err error) string {
 	}
 	return ""
 }
+
+// PayloadSHA256Error is ErrPayloadSHA256Mismatch with both digests, which S3
+// reports in its answer (ClientComputedContentSHA256, S3ComputedContentSHA256).
+type PayloadSHA256Error struct {
+	Client, Computed [sha256.Size]byte
+}
+
+func (e *PayloadSHA256Error) Error() string {
+	return fmt.Sprintf("%v: the body's SHA-256 %x is not the signed x-amz-content-sha256 %x", ErrPayloadSHA256Mismatch, e.Computed, e.Client)
+}
+
+// Unwrap makes the error match ErrPayloadSHA256Mismatch.
+func (e *PayloadSHA256Error) Unwrap() error { return ErrPayloadSHA256Mismatch }

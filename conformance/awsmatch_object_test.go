@@ -1,0 +1,110 @@
+package conformance
+
+import (
+	"encoding/xml"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3gate/s3gate/internal/testgw"
+)
+
+// TestAWSMatchObject checks answers where s3gate once differed from Amazon
+// S3: each case is what AWS answers, as captured in public reports of its
+// responses or stated in its API reference.
+func TestAWSMatchObject(t *testing.T) {
+	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
+	cl := sdkClient(t, gw)
+	bucket := mustBucket(t, cl, "awsmatch")
+	putString(t, cl, bucket, "five", "hello")
+	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
+	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
+	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
+	t.Run("PayloadMismatchDigests", func(t *testing.T) { amPayloadMismatch(t, gw, cl, bucket) })
+}
+
+// errorElems parses an S3 error body into its elements by name.
+func errorElems(t testing.TB, body []byte) map[string]string {
+	t.Helper()
+	var e struct {
+		Elems []struct {
+			XMLName xml.Name
+			Value   string `xml:",chardata"`
+		} `xml:",any"`
+	}
+	if err := xml.Unmarshal(body, &e); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	m := map[string]string{}
+	for _, el := range e.Elems {
+		m[el.XMLName.Local] = el.Value
+	}
+	return m
+}
+
+// wantElems fails unless the error body has these elements with these values.
+func wantElems(t testing.TB, what string, body []byte, want map[string]string) {
+	t.Helper()
+	got := errorElems(t, body)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: <%s> = %q, want %q; body: %.600s", what, k, got[k], v, body)
+		}
+	}
+}
+
+// amInvalidRange: the 416 body names the range as sent and the size.
+func amInvalidRange(t *testing.T, gw *testgw.Gateway, bucket string) {
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodGet, Path: "/" + bucket + "/five", Header: http.Header{"Range": {"bytes=102-200"}}})
+	wantRawError(t, "GET bytes=102-200 of 5 bytes", status, body, http.StatusRequestedRangeNotSatisfiable, "InvalidRange")
+	wantElems(t, "InvalidRange", body, map[string]string{"RangeRequested": "bytes=102-200", "ActualObjectSize": "5"})
+}
+
+// amWrongRegion: a credential scope of another region names ours in <Region>
+// (what botocore reads to re-sign), in both the header and the query form.
+func amWrongRegion(t *testing.T, gw *testgw.Gateway, bucket string) {
+	req := newRawRequest(t, testCtx(t, time.Minute), gw, rawReq{Method: http.MethodGet, Path: "/" + bucket + "/five"})
+	req.Header.Set("Authorization", strings.Replace(req.Header.Get("Authorization"), "/"+gw.Region+"/", "/eu-central-1/", 1))
+	status, _, body := send(t, gw, req)
+	wantRawError(t, "header signed for eu-central-1", status, body, http.StatusBadRequest, "AuthorizationHeaderMalformed")
+	wantElems(t, "header form", body, map[string]string{"Region": gw.Region,
+		"Message": "The authorization header is malformed; the region 'eu-central-1' is wrong; expecting '" + gw.Region + "'"})
+
+	u := presignRaw(t, gw, "/"+bucket+"/five", time.Now(), time.Hour)
+	u = strings.Replace(u, "%2F"+gw.Region+"%2F", "%2Feu-central-1%2F", 1)
+	preq, err := http.NewRequestWithContext(testCtx(t, time.Minute), http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, body = send(t, gw, preq)
+	wantRawError(t, "presigned for eu-central-1", status, body, http.StatusBadRequest, "AuthorizationQueryParametersError")
+	wantElems(t, "query form", body, map[string]string{"Region": gw.Region})
+}
+
+// amSkew: RequestTimeTooSkewed tells the request's time, the server's and
+// the allowed skew.
+func amSkew(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	at := time.Now().Add(-time.Hour).UTC()
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/skewed", Body: []byte("x"), Time: at})
+	wantRawError(t, "PUT an hour old", status, body, http.StatusForbidden, "RequestTimeTooSkewed")
+	el := errorElems(t, body)
+	if el["RequestTime"] != at.Format("20060102T150405Z") || el["MaxAllowedSkewMilliseconds"] != "900000" {
+		t.Errorf("RequestTimeTooSkewed elements %v: want RequestTime %s and MaxAllowedSkewMilliseconds 900000", el, at.Format("20060102T150405Z"))
+	}
+	if st, err := time.Parse(time.RFC3339, el["ServerTime"]); err != nil || st.Sub(at) < 59*time.Minute {
+		t.Errorf("ServerTime %q: want the server's clock, an hour after the request", el["ServerTime"])
+	}
+	objectAbsent(t, cl, bucket, "skewed")
+}
+
+// amPayloadMismatch: XAmzContentSHA256Mismatch names both digests.
+func amPayloadMismatch(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	claimed := sha([]byte("another body"))
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/mismatch", Body: []byte("the real body"), Payload: claimed})
+	wantRawError(t, "PUT with another body's SHA-256", status, body, http.StatusBadRequest, "XAmzContentSHA256Mismatch")
+	wantElems(t, "mismatch", body, map[string]string{"ClientComputedContentSHA256": claimed, "S3ComputedContentSHA256": sha([]byte("the real body"))})
+	objectAbsent(t, cl, bucket, "mismatch")
+}
