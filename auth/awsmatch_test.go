@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,41 @@ func TestAWSErrorDetails(t *testing.T) {
 			code: CodeRequestTimeTooSkewed, msg: "The difference between the request time and the current time is too large.",
 			details: map[string]string{"RequestTime": t0.UTC().Format(iso8601Format),
 				"ServerTime": t0.Add(20 * time.Minute).UTC().Format(time.RFC3339), "MaxAllowedSkewMilliseconds": "900000"}},
+		{name: "presigned: dated in the future is not yet valid",
+			run: func(t *testing.T) error {
+				p, err := presignClient().PresignGetObject(context.Background(),
+					&s3.GetObjectInput{Bucket: aws.String("bucket"), Key: aws.String("k")}, s3.WithPresignExpires(time.Hour))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req, at := presignedRequest(t, p, "")
+				_, err = newVerifier(at.Add(-20 * time.Minute)).Verify(req)
+				if v, _ := detail(err, "X-Amz-Date"); v != strconv.FormatInt(at.UnixMilli(), 10) {
+					t.Errorf("X-Amz-Date = %q, want %d", v, at.UnixMilli())
+				}
+				if v, _ := detail(err, "Expires"); v != at.Add(time.Hour).UTC().Format(time.RFC3339) {
+					t.Errorf("Expires = %q", v)
+				}
+				if v, _ := detail(err, "ServerTime"); v != at.Add(-20*time.Minute).UTC().Format(time.RFC3339) {
+					t.Errorf("ServerTime = %q", v)
+				}
+				return err
+			},
+			code: CodeAccessDenied, msg: "Request is not yet valid"},
+		{name: "header: a session token is refused",
+			run: func(t *testing.T) error {
+				req := signHeader(t, headerCase{method: "GET", key: "k", headers: map[string]string{"X-Amz-Security-Token": "FwoGZXIvYXdz"}}, testSK, t0)
+				_, err := newVerifier(t0).Verify(overTheWire(t, req))
+				return err
+			},
+			code: CodeInvalidToken, msg: "The provided token is malformed or otherwise invalid."},
+		{name: "presigned: a session token is refused",
+			run: func(t *testing.T) error {
+				q, verify := presign(t)
+				q.Set("X-Amz-Security-Token", "FwoGZXIvYXdz")
+				return verify(q)
+			},
+			code: CodeInvalidToken, msg: "The provided token is malformed or otherwise invalid."},
 		{name: "payload mismatch names both digests",
 			run: func(t *testing.T) error {
 				c := headerCase{method: "PUT", key: "obj", body: []byte("the real body"), payload: sha256Hex256([]byte("another body"))}

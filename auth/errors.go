@@ -23,6 +23,7 @@ const (
 	CodeMalformedTrailerError             = "MalformedTrailerError"
 	CodeInvalidChunkSizeError             = "InvalidChunkSizeError"
 	CodeInternalError                     = "InternalError"
+	CodeInvalidToken                      = "InvalidToken"
 )
 
 // HTTPStatus is the HTTP status S3 answers with for e.Code.
@@ -70,6 +71,26 @@ func errSkewed(requestTime string, now time.Time, maxSkew time.Duration) *Error 
 		{"MaxAllowedSkewMilliseconds", strconv.FormatInt(maxSkew.Milliseconds(), 10)},
 	}
 	return e
+}
+
+// errNotYetValid answers a presigned URL dated beyond the allowed skew, as
+// S3 does: AccessDenied naming the URL's date (in Unix milliseconds, as S3
+// writes it), its expiry and the server's clock.
+func errNotYetValid(date, expires, now time.Time) *Error {
+	e := newErr(CodeAccessDenied, "Request is not yet valid")
+	e.Details = []Detail{
+		{"X-Amz-Date", strconv.FormatInt(date.UnixMilli(), 10)},
+		{"Expires", expires.UTC().Format(time.RFC3339)},
+		{"ServerTime", now.UTC().Format(time.RFC3339)},
+	}
+	return e
+}
+
+// errInvalidToken answers a session token: s3gate issues none, so any
+// token is one it cannot resolve, and S3 refuses such a token rather than
+// ignore it.
+func errInvalidToken() *Error {
+	return newErr(CodeInvalidToken, "The provided token is malformed or otherwise invalid.")
 }
 
 // errSHA256Mismatch is XAmzContentSHA256Mismatch with both digests in hex,

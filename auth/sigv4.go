@@ -621,7 +621,7 @@ func (v *Verifier) verifyV4Presigned(r *http.Request, q queryParams) (*Result, e
 	// most a week, so t.Add cannot overflow.
 	now := v.now()
 	if t.After(now.Add(v.maxSkew())) {
-		return nil, errSkewed(dateStr, now, v.maxSkew())
+		return nil, errNotYetValid(t, t.Add(time.Duration(exp)*time.Second), now)
 	}
 	if now.After(t.Add(time.Duration(exp) * time.Second)) {
 		return nil, errExpired()

@@ -107,6 +107,12 @@ func bodyOf(r *http.Request) io.ReadCloser {
 // lookup resolves accessKey, mapping an unknown key and a store failure to
 // their S3 errors.
 func (v *Verifier) lookup(r *http.Request, accessKey string) (string, *Error) {
+	// A session token would name the temporary credentials whose secret
+	// signs the request; s3gate issues none, so a token is refused before
+	// any signature is checked, as S3 refuses a token it cannot resolve.
+	if r.Header.Get("X-Amz-Security-Token") != "" || r.URL.Query().Get("X-Amz-Security-Token") != "" {
+		return "", errInvalidToken()
+	}
 	if v.Creds == nil {
 		return "", errUnknownKey(accessKey)
 	}

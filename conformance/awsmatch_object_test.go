@@ -3,6 +3,7 @@ package conformance
 import (
 	"encoding/xml"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ func TestAWSMatchObject(t *testing.T) {
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
 	t.Run("PayloadMismatchDigests", func(t *testing.T) { amPayloadMismatch(t, gw, cl, bucket) })
+	t.Run("SecurityTokenRefused", func(t *testing.T) { amSecurityToken(t, gw, cl, bucket) })
+	t.Run("PresignedNotYetValid", func(t *testing.T) { amNotYetValid(t, gw, bucket) })
 }
 
 // errorElems parses an S3 error body into its elements by name.
@@ -107,4 +110,36 @@ func amPayloadMismatch(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket s
 	wantRawError(t, "PUT with another body's SHA-256", status, body, http.StatusBadRequest, "XAmzContentSHA256Mismatch")
 	wantElems(t, "mismatch", body, map[string]string{"ClientComputedContentSHA256": claimed, "S3ComputedContentSHA256": sha([]byte("the real body"))})
 	objectAbsent(t, cl, bucket, "mismatch")
+}
+
+// amSecurityToken: s3gate issues no session tokens; one is refused, in the
+// header and in a presigned URL, as S3 refuses a token it did not issue.
+func amSecurityToken(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	const msg = "The provided token is malformed or otherwise invalid."
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/token", Body: []byte("x"),
+		Header: http.Header{"X-Amz-Security-Token": {"FwoGZXIvYXdzEJr"}}})
+	wantRawError(t, "PUT with a session token", status, body, http.StatusBadRequest, "InvalidToken")
+	wantElems(t, "header token", body, map[string]string{"Message": msg})
+	objectAbsent(t, cl, bucket, "token")
+
+	u := presignRaw(t, gw, "/"+bucket+"/five", time.Now(), time.Hour) + "&X-Amz-Security-Token=FwoGZXIvYXdzEJr"
+	req, err := http.NewRequestWithContext(testCtx(t, time.Minute), http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, body = send(t, gw, req)
+	wantRawError(t, "presigned GET with a session token", status, body, http.StatusBadRequest, "InvalidToken")
+}
+
+// amNotYetValid: a presigned URL dated beyond the skew is not yet valid.
+func amNotYetValid(t *testing.T, gw *testgw.Gateway, bucket string) {
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	req, err := http.NewRequestWithContext(testCtx(t, time.Minute), http.MethodGet, presignRaw(t, gw, "/"+bucket+"/five", at, time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := send(t, gw, req)
+	wantRawError(t, "presigned GET dated in an hour", status, body, http.StatusForbidden, "AccessDenied")
+	wantElems(t, "not yet valid", body, map[string]string{"Message": "Request is not yet valid",
+		"X-Amz-Date": strconv.FormatInt(at.UnixMilli(), 10), "Expires": at.Add(time.Hour).Format(time.RFC3339)})
 }
