@@ -1,14 +1,20 @@
 package conformance
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/xml"
+	"hash/crc32"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/s3gate/s3gate/internal/testgw"
 )
@@ -21,6 +27,7 @@ func TestAWSMatchObject(t *testing.T) {
 	cl := sdkClient(t, gw)
 	bucket := mustBucket(t, cl, "awsmatch")
 	putString(t, cl, bucket, "five", "hello")
+	t.Run("SDKChecksumAlgorithmAlone", func(t *testing.T) { amSDKChecksumAlone(t, gw, cl, bucket) })
 	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
@@ -56,6 +63,36 @@ func wantElems(t testing.TB, what string, body []byte, want map[string]string) {
 		if got[k] != v {
 			t.Errorf("%s: <%s> = %q, want %q; body: %.600s", what, k, got[k], v, body)
 		}
+	}
+}
+
+// amSDKChecksumAlone: x-amz-sdk-checksum-algorithm without the checksum it
+// announces (header or trailer) is refused, on PutObject and UploadPart;
+// the SDK's own checksummed uploads still pass.
+func amSDKChecksumAlone(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	const msg = "x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found."
+	hdr := http.Header{"X-Amz-Sdk-Checksum-Algorithm": {"CRC32"}}
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/sdkalone", Header: hdr, Body: []byte("x")})
+	wantRawError(t, "PutObject with the SDK header alone", status, body, http.StatusBadRequest, "InvalidRequest")
+	wantElems(t, "PutObject", body, map[string]string{"Message": msg})
+	objectAbsent(t, cl, bucket, "sdkalone")
+
+	id := createUpload(t, cl, bucket, "sdkalone-mp")
+	status, _, body = doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/sdkalone-mp",
+		Query: url.Values{"partNumber": {"1"}, "uploadId": {id}}, Header: hdr, Body: []byte("x")})
+	wantRawError(t, "UploadPart with the SDK header alone", status, body, http.StatusBadRequest, "InvalidRequest")
+
+	// With the checksum it announces, the same request passes.
+	sum := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE([]byte("x"))))
+	status, _, body = doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/sdkwith",
+		Header: http.Header{"X-Amz-Sdk-Checksum-Algorithm": {"CRC32"}, "X-Amz-Checksum-Crc32": {sum}}, Body: []byte("x")})
+	if status != http.StatusOK {
+		t.Fatalf("PutObject with SDK header and checksum: HTTP %d %.300s", status, body)
+	}
+	// The SDK announces and sends the checksum itself.
+	if _, err := cl.PutObject(testCtx(t, time.Minute), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("sdkput"),
+		Body: strings.NewReader("sdk body"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
+		t.Fatalf("SDK PutObject with ChecksumAlgorithm CRC32: %v", err)
 	}
 }
 

@@ -81,7 +81,7 @@ func parseChecksumAlgorithm(h http.Header) (string, error) {
 	if v == "" {
 		v = plain
 	} else if plain != "" && plain != sdk {
-		return "", errInvalidRequest.withMessage("x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found.")
+		return "", errSDKChecksumAlone
 	}
 	if v == "" {
 		return "", nil
@@ -262,6 +262,12 @@ func putOptions(rq *request, withMeta bool) (store.PutOptions, error) {
 	}
 	if opts.ChecksumAlgorithm, err = parseChecksumAlgorithm(h); err != nil {
 		return opts, err
+	}
+	// The SDK header announces a checksum that a header or trailer carries;
+	// S3 refuses it alone rather than compute the checksum itself.
+	if h.Get("X-Amz-Sdk-Checksum-Algorithm") != "" && len(opts.Checksums) == 0 &&
+		rq.trailer == nil && h.Get("X-Amz-Trailer") == "" {
+		return opts, errSDKChecksumAlone
 	}
 	return opts, nil
 }
