@@ -28,6 +28,7 @@ func TestAWSMatchObject(t *testing.T) {
 	bucket := mustBucket(t, cl, "awsmatch")
 	putString(t, cl, bucket, "five", "hello")
 	t.Run("SDKChecksumAlgorithmAlone", func(t *testing.T) { amSDKChecksumAlone(t, gw, cl, bucket) })
+	t.Run("AnonymousResponseOverrides", func(t *testing.T) { amAnonymousOverrides(t, gw, cl) })
 	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
@@ -93,6 +94,53 @@ func amSDKChecksumAlone(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket 
 	if _, err := cl.PutObject(testCtx(t, time.Minute), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("sdkput"),
 		Body: strings.NewReader("sdk body"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
 		t.Fatalf("SDK PutObject with ChecksumAlgorithm CRC32: %v", err)
+	}
+}
+
+// amAnonymousOverrides: response-* overrides need a signed request.
+func amAnonymousOverrides(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
+	b := publicBucket(t, cl)
+	if err := putPolicy(t, cl, b, `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::`+b+`/public/*"}]}`); err != nil {
+		t.Fatalf("PutBucketPolicy: %v", err)
+	}
+	wantAnon(t, gw, b+"/public/x", http.StatusOK, "")
+	status, body := anonGet(t, gw, b+"/public/x?response-content-type=text%2Fhtml")
+	wantRawError(t, "anonymous GET with response-content-type", status, body, http.StatusBadRequest, "InvalidRequest")
+	wantElems(t, "anonymous GET", body, map[string]string{"Message": "Request specific response headers cannot be used for anonymous GET requests."})
+
+	req, err := http.NewRequestWithContext(testCtx(t, time.Minute), http.MethodHead, gw.Endpoint+"/"+b+"/public/x?response-cache-control=no-store", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := send(t, gw, req); status != http.StatusBadRequest {
+		t.Fatalf("anonymous HEAD with response-cache-control: HTTP %d, want 400", status)
+	}
+	// Signed and presigned requests keep them.
+	out, err := cl.GetObject(testCtx(t, time.Minute), &s3.GetObjectInput{Bucket: aws.String(b), Key: aws.String("public/x"),
+		ResponseContentType: aws.String("text/plain; charset=x")})
+	if err != nil {
+		t.Fatalf("signed GET with ResponseContentType: %v", err)
+	}
+	out.Body.Close()
+	if aws.ToString(out.ContentType) != "text/plain; charset=x" {
+		t.Fatalf("signed GET: Content-Type %q", aws.ToString(out.ContentType))
+	}
+	p, err := s3.NewPresignClient(cl).PresignGetObject(testCtx(t, time.Minute), &s3.GetObjectInput{Bucket: aws.String(b),
+		Key: aws.String("public/x"), ResponseContentType: aws.String("text/x-presigned")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	preq, err := http.NewRequestWithContext(testCtx(t, time.Minute), http.MethodGet, p.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := gw.HTTPClient.Do(preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/x-presigned" {
+		t.Fatalf("presigned GET with override: HTTP %d Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
 

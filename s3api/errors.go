@@ -69,6 +69,7 @@ var (
 	errPartNotSatisfiable       = &apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable"}
 	errInvalidMPObjectSize      = &apiError{"InvalidRequest", http.StatusBadRequest, "Value for x-amz-mp-object-size header is invalid."}
 	errSDKChecksumAlone         = &apiError{"InvalidRequest", http.StatusBadRequest, "x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found."}
+	errAnonymousOverrides       = &apiError{"InvalidRequest", http.StatusBadRequest, "Request specific response headers cannot be used for anonymous GET requests."}
 	errInvalidRange             = &apiError{"InvalidRange", http.StatusRequestedRangeNotSatisfiable, "The requested range is not satisfiable"}
 	// errReadOnly answers writes on a read replica (ADR 013): 403, which
 	// clients do not retry, as AWS answers a write that a policy denies.

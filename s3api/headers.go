@@ -317,6 +317,19 @@ var responseOverrides = []struct{ query, header string }{
 	{"response-content-encoding", "Content-Encoding"},
 }
 
+// hasResponseOverride reports whether the request carries a response-*
+// override. S3 honours them on signed requests only: an unsigned caller
+// could otherwise make a public object's answer claim what its owner did not
+// set.
+func hasResponseOverride(rq *request) bool {
+	for _, o := range responseOverrides {
+		if rq.q.Has(o.query) {
+			return true
+		}
+	}
+	return false
+}
+
 // setObjectHeaders sets the headers that GET and HEAD return for info.
 func setObjectHeaders(rq *request, info store.ObjectInfo) {
 	h := rq.w.Header()

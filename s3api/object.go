@@ -92,6 +92,9 @@ func (a *api) precheckWrite(rq *request, opts store.PutOptions) error {
 // getObject serves GetObject and HeadObject.
 func (a *api) getObject(rq *request) error {
 	head := rq.r.Method == http.MethodHead
+	if rq.anonymous && hasResponseOverride(rq) {
+		return errAnonymousOverrides
+	}
 	vid, err := versionParam(rq)
 	if err != nil {
 		return err
