@@ -30,6 +30,7 @@ func TestAWSMatchObject(t *testing.T) {
 	t.Run("SDKChecksumAlgorithmAlone", func(t *testing.T) { amSDKChecksumAlone(t, gw, cl, bucket) })
 	t.Run("AnonymousResponseOverrides", func(t *testing.T) { amAnonymousOverrides(t, gw, cl) })
 	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
+	t.Run("DirectivesCaseSensitive", func(t *testing.T) { amDirectives(t, gw, cl, bucket) })
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
 	t.Run("PayloadMismatchDigests", func(t *testing.T) { amPayloadMismatch(t, gw, cl, bucket) })
@@ -149,6 +150,28 @@ func amInvalidRange(t *testing.T, gw *testgw.Gateway, bucket string) {
 	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodGet, Path: "/" + bucket + "/five", Header: http.Header{"Range": {"bytes=102-200"}}})
 	wantRawError(t, "GET bytes=102-200 of 5 bytes", status, body, http.StatusRequestedRangeNotSatisfiable, "InvalidRange")
 	wantElems(t, "InvalidRange", body, map[string]string{"RangeRequested": "bytes=102-200", "ActualObjectSize": "5"})
+}
+
+// amDirectives: COPY and REPLACE are upper-case words; other spellings are
+// unknown directives.
+func amDirectives(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	for _, tc := range []struct{ hdr, val, msg string }{
+		{"X-Amz-Metadata-Directive", "replace", "Unknown metadata directive."},
+		{"X-Amz-Metadata-Directive", "copy", "Unknown metadata directive."},
+		{"X-Amz-Tagging-Directive", "copy", "Unknown tagging directive."},
+		{"X-Amz-Tagging-Directive", "Replace", "Unknown tagging directive."},
+	} {
+		status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/dircopy",
+			Header: http.Header{"X-Amz-Copy-Source": {bucket + "/five"}, tc.hdr: {tc.val}}})
+		wantRawError(t, tc.hdr+": "+tc.val, status, body, http.StatusBadRequest, "InvalidArgument")
+		wantElems(t, tc.hdr, body, map[string]string{"Message": tc.msg})
+	}
+	objectAbsent(t, cl, bucket, "dircopy")
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/dircopy",
+		Header: http.Header{"X-Amz-Copy-Source": {bucket + "/five"}, "X-Amz-Metadata-Directive": {"REPLACE"}, "X-Amz-Tagging-Directive": {"COPY"}}})
+	if status != http.StatusOK {
+		t.Fatalf("copy with REPLACE/COPY: HTTP %d %.300s", status, body)
+	}
 }
 
 // amWrongRegion: a credential scope of another region names ours in <Region>

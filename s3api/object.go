@@ -334,7 +334,8 @@ func (a *api) copyObject(rq *request) error {
 	// Conditional writes on the destination, judged by the store with the
 	// copy under the destination's lock, as for PutObject.
 	opts := store.CopyOptions{IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
-	switch strings.ToUpper(h.Get("X-Amz-Metadata-Directive")) {
+	// The directive is case-sensitive, as on S3 ("copy" is unknown).
+	switch h.Get("X-Amz-Metadata-Directive") {
 	case "", "COPY":
 	case "REPLACE":
 		opts.ReplaceMeta = true

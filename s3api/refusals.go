@@ -126,7 +126,8 @@ func deleteCondition(h http.Header, vid string) (string, error) {
 // the source's tags, nil here) or REPLACE (the request's x-amz-tagging,
 // none being an empty set).
 func copyTags(h http.Header) ([]store.Tag, error) {
-	switch strings.ToUpper(h.Get("X-Amz-Tagging-Directive")) {
+	// Case-sensitive, as the metadata directive is on S3.
+	switch h.Get("X-Amz-Tagging-Directive") {
 	case "", "COPY":
 		if _, err := parseTaggingHeader(h); err != nil {
 			return nil, err
