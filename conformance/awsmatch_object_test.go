@@ -31,6 +31,7 @@ func TestAWSMatchObject(t *testing.T) {
 	t.Run("AnonymousResponseOverrides", func(t *testing.T) { amAnonymousOverrides(t, gw, cl) })
 	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
 	t.Run("DirectivesCaseSensitive", func(t *testing.T) { amDirectives(t, gw, cl, bucket) })
+	t.Run("HeaderSectionTooLarge", func(t *testing.T) { amHeaderSection(t, gw, cl, bucket) })
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
 	t.Run("PayloadMismatchDigests", func(t *testing.T) { amPayloadMismatch(t, gw, cl, bucket) })
@@ -171,6 +172,36 @@ func amDirectives(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string
 		Header: http.Header{"X-Amz-Copy-Source": {bucket + "/five"}, "X-Amz-Metadata-Directive": {"REPLACE"}, "X-Amz-Tagging-Directive": {"COPY"}}})
 	if status != http.StatusOK {
 		t.Fatalf("copy with REPLACE/COPY: HTTP %d %.300s", status, body)
+	}
+}
+
+// amHeaderSection: a header section over 8 KiB is refused with the limit.
+func amHeaderSection(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	big := strings.Repeat("a", 9*1024)
+	for _, tc := range []struct {
+		name  string
+		query url.Values
+		hdr   http.Header
+		body  []byte
+	}{
+		{"PutObject", nil, http.Header{"Cache-Control": {big}}, []byte("x")},
+		{"CopyObject", nil, http.Header{"Cache-Control": {big}, "X-Amz-Copy-Source": {bucket + "/five"}, "X-Amz-Metadata-Directive": {"REPLACE"}}, nil},
+		{"CreateMultipartUpload", url.Values{"uploads": {""}}, http.Header{"Cache-Control": {big}}, nil},
+	} {
+		method := http.MethodPut
+		if tc.query != nil {
+			method = http.MethodPost
+		}
+		status, _, body := doRaw(t, gw, rawReq{Method: method, Path: "/" + bucket + "/bighdr", Query: tc.query, Header: tc.hdr, Body: tc.body})
+		wantRawError(t, tc.name+" with a 9 KiB header", status, body, http.StatusBadRequest, "RequestHeaderSectionTooLarge")
+		wantElems(t, tc.name, body, map[string]string{"MaxSizeAllowed": "8192"})
+	}
+	objectAbsent(t, cl, bucket, "bighdr")
+	// Under the limit, the same header is stored.
+	status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/bighdr",
+		Header: http.Header{"Cache-Control": {big[:6*1024]}}, Body: []byte("x")})
+	if status != http.StatusOK {
+		t.Fatalf("PutObject with a 6 KiB header: HTTP %d %.300s", status, body)
 	}
 }
 

@@ -69,8 +69,9 @@ var (
 	errPartNotSatisfiable       = &apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable"}
 	errInvalidMPObjectSize      = &apiError{"InvalidRequest", http.StatusBadRequest, "Value for x-amz-mp-object-size header is invalid."}
 	errSDKChecksumAlone         = &apiError{"InvalidRequest", http.StatusBadRequest, "x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found."}
-	errAnonymousOverrides       = &apiError{"InvalidRequest", http.StatusBadRequest, "Request specific response headers cannot be used for anonymous GET requests."}
+	errHeaderSectionTooLarge    = &apiError{"RequestHeaderSectionTooLarge", http.StatusBadRequest, "Your request header section exceeds the maximum allowed size."}
 	errInvalidRange             = &apiError{"InvalidRange", http.StatusRequestedRangeNotSatisfiable, "The requested range is not satisfiable"}
+	errAnonymousOverrides       = &apiError{"InvalidRequest", http.StatusBadRequest, "Request specific response headers cannot be used for anonymous GET requests."}
 	// errReadOnly answers writes on a read replica (ADR 013): 403, which
 	// clients do not retry, as AWS answers a write that a policy denies.
 	errReadOnly       = &apiError{"AccessDenied", http.StatusForbidden, "This gateway is a read-only replica: it serves GET, HEAD and LIST only; send writes to the primary's gateway."}
@@ -331,7 +332,7 @@ func HeaderTooLargeAnswer(max int) []byte {
 		Code           string   `xml:"Code"`
 		Message        string   `xml:"Message"`
 		MaxSizeAllowed int      `xml:"MaxSizeAllowed"`
-	}{Code: "RequestHeaderSectionTooLarge", Message: "Your request header section exceeds the maximum allowed size.", MaxSizeAllowed: max})
+	}{Code: errHeaderSectionTooLarge.Code, Message: errHeaderSectionTooLarge.Message, MaxSizeAllowed: max})
 	return []byte(fmt.Sprintf("HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\nContent-Length: %d\r\nConnection: close\r\nServer: s3gate\r\n\r\n%s%s",
 		len(xml.Header)+len(body), xml.Header, body))
 }

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -315,6 +316,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rt *Route) {
 	h["X-Amz-Request-Id"], h["X-Amz-Id-2"], h["Server"] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
 	defer a.accessLog(rq, start)
 
+	if headerSectionSize(r) > maxHeaderSection {
+		a.writeError(rq, withDetails(errHeaderSectionTooLarge, "MaxSizeAllowed", strconv.Itoa(maxHeaderSection)))
+		return
+	}
 	if routeErr != nil {
 		a.writeError(rq, routeErr)
 		return
@@ -574,4 +579,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // body would be read as one.
 func (rq *request) bodyLeftUnread() bool {
 	return !rq.body.eof && (rq.r.ContentLength > 0 || len(rq.r.TransferEncoding) > 0)
+}
+
+// maxHeaderSection is S3's limit on a request's header section: "The PUT
+// request header is limited to 8 KB in size" (S3 user guide); S3 answers
+// RequestHeaderSectionTooLarge beyond it on any request.
+const maxHeaderSection = 8192
+
+// headerSectionSize is the size of r's header fields as they came on the
+// wire ("Name: value" and CRLF each, Host included); the request line is
+// not part of the section.
+func headerSectionSize(r *http.Request) int {
+	n := len("Host: \r\n") + len(r.Host)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
