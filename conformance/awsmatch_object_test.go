@@ -31,6 +31,7 @@ func TestAWSMatchObject(t *testing.T) {
 	t.Run("AnonymousResponseOverrides", func(t *testing.T) { amAnonymousOverrides(t, gw, cl) })
 	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
 	t.Run("DirectivesCaseSensitive", func(t *testing.T) { amDirectives(t, gw, cl, bucket) })
+	t.Run("CopyResultChecksumType", func(t *testing.T) { amCopyChecksumType(t, gw, cl, bucket) })
 	t.Run("HeaderSectionTooLarge", func(t *testing.T) { amHeaderSection(t, gw, cl, bucket) })
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
@@ -172,6 +173,19 @@ func amDirectives(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string
 		Header: http.Header{"X-Amz-Copy-Source": {bucket + "/five"}, "X-Amz-Metadata-Directive": {"REPLACE"}, "X-Amz-Tagging-Directive": {"COPY"}}})
 	if status != http.StatusOK {
 		t.Fatalf("copy with REPLACE/COPY: HTTP %d %.300s", status, body)
+	}
+}
+
+// amCopyChecksumType: CopyObjectResult carries ChecksumType with the checksum.
+func amCopyChecksumType(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	out, err := cl.CopyObject(testCtx(t, time.Minute), &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String("copied"),
+		CopySource: aws.String(bucket + "/five")})
+	if err != nil {
+		t.Fatalf("CopyObject: %v", err)
+	}
+	r := out.CopyObjectResult
+	if r == nil || r.ChecksumCRC64NVME == nil || r.ChecksumType != types.ChecksumTypeFullObject {
+		t.Fatalf("CopyObjectResult %+v: want a CRC64NVME checksum with ChecksumType FULL_OBJECT", r)
 	}
 }
 

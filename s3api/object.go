@@ -308,6 +308,8 @@ type copyObjectResult struct {
 	NS           string   `xml:"xmlns,attr"`
 	LastModified string   `xml:"LastModified"`
 	ETag         string   `xml:"ETag"`
+	// ChecksumType accompanies the checksum, as in AWS's CopyObjectResult.
+	ChecksumType string `xml:"ChecksumType,omitempty"`
 	checksumFields
 }
 
@@ -374,6 +376,6 @@ func (a *api) copyObject(rq *request) error {
 	}
 	return writeXML(rq, copyObjectResult{
 		NS: s3NS, LastModified: xmlTime(orNow(info.LastModified)), ETag: quoteETag(info.ETag),
-		checksumFields: checksumXML(info.Checksum),
+		ChecksumType: checksumType(info.Checksum), checksumFields: checksumXML(info.Checksum),
 	})
 }
