@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"crypto/md5" //nolint:gosec // Content-MD5 is a protocol digest
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/xml"
@@ -32,6 +33,7 @@ func TestAWSMatchObject(t *testing.T) {
 	t.Run("InvalidRangeDetails", func(t *testing.T) { amInvalidRange(t, gw, bucket) })
 	t.Run("DirectivesCaseSensitive", func(t *testing.T) { amDirectives(t, gw, cl, bucket) })
 	t.Run("CopyResultChecksumType", func(t *testing.T) { amCopyChecksumType(t, gw, cl, bucket) })
+	t.Run("BadDigestMessages", func(t *testing.T) { amBadDigest(t, gw, cl, bucket) })
 	t.Run("HeaderSectionTooLarge", func(t *testing.T) { amHeaderSection(t, gw, cl, bucket) })
 	t.Run("WrongRegionNamed", func(t *testing.T) { amWrongRegion(t, gw, bucket) })
 	t.Run("SkewDetails", func(t *testing.T) { amSkew(t, gw, cl, bucket) })
@@ -187,6 +189,25 @@ func amCopyChecksumType(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket 
 	if r == nil || r.ChecksumCRC64NVME == nil || r.ChecksumType != types.ChecksumTypeFullObject {
 		t.Fatalf("CopyObjectResult %+v: want a CRC64NVME checksum with ChecksumType FULL_OBJECT", r)
 	}
+}
+
+// amBadDigest: the BadDigest message names what did not match.
+func amBadDigest(t *testing.T, gw *testgw.Gateway, cl *s3.Client, bucket string) {
+	other := md5.Sum([]byte("other")) //nolint:gosec // protocol digest
+	wrongCRC := base64.StdEncoding.EncodeToString([]byte{0, 0, 0, 0})
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+		msg  string
+	}{
+		{"Content-MD5", http.Header{"Content-Md5": {base64.StdEncoding.EncodeToString(other[:])}}, "The Content-MD5 you specified did not match what we received."},
+		{"x-amz-checksum-crc32", http.Header{"X-Amz-Checksum-Crc32": {wrongCRC}}, "The CRC32 you specified did not match the calculated checksum."},
+	} {
+		status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/baddigest", Header: tc.hdr, Body: []byte("hello")})
+		wantRawError(t, "PUT with a wrong "+tc.name, status, body, http.StatusBadRequest, "BadDigest")
+		wantElems(t, tc.name, body, map[string]string{"Message": tc.msg})
+	}
+	objectAbsent(t, cl, bucket, "baddigest")
 }
 
 // amHeaderSection: a header section over 8 KiB is refused with the limit.

@@ -252,7 +252,7 @@ func (b *Body) Finish() (Digests, error) {
 	b.md5.Sum(d.MD5[:0])
 
 	if b.opts.ContentMD5 != nil && !bytes.Equal(b.opts.ContentMD5, d.MD5[:]) {
-		return Digests{}, fmt.Errorf("%w: the Content-MD5 you specified did not match what we received", ErrBadDigest)
+		return Digests{}, ClientError(ErrBadDigest, "The Content-MD5 you specified did not match what we received.")
 	}
 	for alg, value := range b.opts.Checksums {
 		if err := b.verify(strings.ToUpper(alg), value, &d); err != nil {
@@ -298,7 +298,7 @@ func (b *Body) verify(alg, value string, d *Digests) error {
 		return err
 	}
 	if !bytes.Equal(want, b.raw(alg, d)) {
-		return fmt.Errorf("%w: the %s you specified did not match the calculated checksum", ErrBadDigest, alg)
+		return ClientError(ErrBadDigest, "The "+alg+" you specified did not match the calculated checksum.")
 	}
 	return nil
 }
