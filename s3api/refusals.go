@@ -144,8 +144,9 @@ func copyTags(h http.Header) ([]store.Tag, error) {
 	}
 }
 
-// checkIfNoneMatchWrite accepts only "If-None-Match: *" on PutObject and
-// CompleteMultipartUpload, as AWS does: any other value is NotImplemented.
+// checkIfNoneMatchWrite accepts only "If-None-Match: *" on PutObject,
+// CompleteMultipartUpload and CopyObject, as AWS does: any other value is
+// NotImplemented.
 func checkIfNoneMatchWrite(h http.Header) error {
 	if v := h.Get("If-None-Match"); v != "" && strings.TrimSpace(v) != "*" {
 		return errNotImplemented.withMessage("If-None-Match with an entity tag is not supported on writes; use If-None-Match: *.")
