@@ -110,7 +110,9 @@ func (v *Verifier) lookup(r *http.Request, accessKey string) (string, *Error) {
 	// A session token would name the temporary credentials whose secret
 	// signs the request; s3gate issues none, so a token is refused before
 	// any signature is checked, as S3 refuses a token it cannot resolve.
-	if r.Header.Get("X-Amz-Security-Token") != "" || r.URL.Query().Get("X-Amz-Security-Token") != "" {
+	if r.Header.Get("X-Amz-Security-Token") != "" ||
+		// Parse the query only when it may hold one: lookup runs on every request.
+		(strings.Contains(r.URL.RawQuery, "X-Amz-Security-Token") && r.URL.Query().Get("X-Amz-Security-Token") != "") {
 		return "", errInvalidToken()
 	}
 	if v.Creds == nil {
