@@ -140,6 +140,7 @@ func TestBrowserDetails(t *testing.T) {
 	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded, Env: []string{"S3GATE_READ_IDLE_TIMEOUT=2s"}})
 	t.Run("post", func(t *testing.T) { postDetails(t, gw) })
 	t.Run("post stalled", func(t *testing.T) { postStalled(t, gw) })
+	t.Run("post bucket settings", func(t *testing.T) { postBucketSettings(t, gw) })
 	t.Run("chromium", func(t *testing.T) { chromiumCORS(t, gw) })
 }
 
@@ -277,6 +278,12 @@ func postDetails(t *testing.T, gw *testgw.Gateway) {
 			400, "BadDigest", "", "", "up/ck"},
 		{"checksum stored", s.form(t, later, []any{keyAny, map[string]string{"x-amz-checksum-sha256": sha256b64(data)}},
 			[2]string{"key", "up/ck2"}, [2]string{"x-amz-checksum-sha256", sha256b64(data)}), "f", data, 204, "", "", "up/ck2", ""},
+		// A Content-MD5 field is checked against the file, as S3 checks it.
+		{"content-md5 verified", s.form(t, later, []any{keyAny, map[string]string{"content-md5": base64.StdEncoding.EncodeToString(md5sum([]byte("other")))}},
+			[2]string{"key", "up/md5"}, [2]string{"content-md5", base64.StdEncoding.EncodeToString(md5sum([]byte("other")))}), "f", data,
+			400, "BadDigest", "", "", "up/md5"},
+		{"content-md5 stored", s.form(t, later, []any{keyAny, map[string]string{"content-md5": base64.StdEncoding.EncodeToString(md5sum(data))}},
+			[2]string{"key", "up/md5b"}, [2]string{"content-md5", base64.StdEncoding.EncodeToString(md5sum(data))}), "f", data, 204, "", "", "up/md5b", ""},
 		{"success_action_status 200", s.form(t, later, []any{keyAny, map[string]string{"success_action_status": "200"}},
 			[2]string{"key", "up/200"}, [2]string{"success_action_status", "200"}), "f", data, 200, "", "", "up/200", ""},
 	}
@@ -401,4 +408,71 @@ func postStalled(t *testing.T, gw *testgw.Gateway) {
 		t.Fatalf("stalled form: %d %s, want 400 RequestTimeout", res.StatusCode, body)
 	}
 	wantNoObject(t, sdk, bucket, "stalled")
+}
+
+// postBucketSettings: a form is written as the PutObject it is, under the
+// bucket's settings. A bucket's default retention locks the version (it was
+// stored unlocked and could be deleted by its version id), and an
+// ObjectWriter bucket without Block Public Access takes a public-read acl
+// field (it was refused as if the bucket had S3's defaults).
+func postBucketSettings(t *testing.T, gw *testgw.Gateway) {
+	needBinary(t, "curl", "curl")
+	ctx := testCtx(t, time.Minute)
+	sdk := sdkClient(t, gw)
+	s := postSigner{gw: gw, now: time.Now()}
+	later := time.Now().Add(10 * time.Minute)
+	data := []byte("form data")
+
+	locked := bucketName("postlk")
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(locked), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: aws.String(locked),
+		ObjectLockConfiguration: &types.ObjectLockConfiguration{ObjectLockEnabled: types.ObjectLockEnabledEnabled,
+			Rule: &types.ObjectLockRule{DefaultRetention: &types.DefaultRetention{Mode: types.ObjectLockRetentionModeGovernance, Days: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := curlPost(t, gw, gw.Endpoint+"/"+locked, s.form(t, later, []any{map[string]string{"key": "k"}}, [2]string{"key", "k"}), "f", data)
+	if a.status != http.StatusNoContent {
+		t.Fatalf("POST into a locked bucket: %d %s", a.status, a.body)
+	}
+	ret, err := sdk.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(locked), Key: aws.String("k")})
+	if err != nil || ret.Retention.Mode != types.ObjectLockRetentionModeGovernance {
+		t.Fatalf("the POSTed version has no default retention: %+v, %v", ret, err)
+	}
+	head, err := sdk.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(locked), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sdk.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(locked), Key: aws.String("k"), VersionId: head.VersionId})
+	wantAPIError(t, err, "AccessDenied")
+	// A PutObject that the default retention will lock needs a digest, as
+	// on S3, though it names no lock header.
+	status, _, body := doRaw(t, gw, rawReq{Method: "PUT", Path: "/" + locked + "/unsigned", Body: data, Payload: "UNSIGNED-PAYLOAD"})
+	wantRawError(t, "unsigned PutObject into a default-retention bucket", status, body, http.StatusBadRequest, "InvalidRequest")
+	objectAbsent(t, sdk, locked, "unsigned")
+
+	open := bucketName("postow")
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(open), ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: aws.String(open)}); err != nil {
+		t.Fatal(err)
+	}
+	a = curlPost(t, gw, gw.Endpoint+"/"+open, s.form(t, later, []any{map[string]string{"key": "pub"}, map[string]string{"acl": "public-read"}},
+		[2]string{"key", "pub"}, [2]string{"acl", "public-read"}), "f", data)
+	if a.status != http.StatusNoContent {
+		t.Fatalf("POST with acl=public-read into an ObjectWriter bucket: %d %s", a.status, a.body)
+	}
+	acl, err := sdk.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: aws.String(open), Key: aws.String("pub")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := false
+	for _, g := range acl.Grants {
+		public = public || (g.Grantee != nil && aws.ToString(g.Grantee.URI) == "http://acs.amazonaws.com/groups/global/AllUsers" && g.Permission == types.PermissionRead)
+	}
+	if !public {
+		t.Fatalf("the POSTed object has no public-read grant: %+v", acl.Grants)
+	}
 }

@@ -278,7 +278,9 @@ func (a *api) writeLock(rq *request, withBody bool) (*store.ObjectLock, error) {
 			l.LegalHold = s
 		}
 	}
-	if named && withBody && !hasDigest(rq) {
+	// S3 wants the digest for a version that will be locked, whether by
+	// the request's headers or by the bucket's default retention.
+	if (named || l.Default != nil) && withBody && !hasDigest(rq) {
 		return nil, errLockPutNeedsDigest
 	}
 	if l == (store.ObjectLock{}) {

@@ -305,7 +305,8 @@ func postHeaders(fields map[string]string) http.Header {
 		case name == "tagging":
 			h.Set("X-Amz-Tagging", postTagging(v))
 		case strings.HasPrefix(name, "x-amz-"), name == "content-type", name == "cache-control",
-			name == "content-disposition", name == "content-encoding", name == "content-language", name == "expires":
+			name == "content-disposition", name == "content-encoding", name == "content-language", name == "expires",
+			name == "content-md5": // verified against the file, as S3 does
 			h[textproto.CanonicalMIMEHeaderKey(name)] = []string{v}
 		}
 	}
@@ -357,6 +358,11 @@ func (a *api) postObject(rq *request) error {
 	if err := a.authorize(&put); err != nil {
 		return err
 	}
+	// The decision carries the bucket's settings (ownership, Block Public
+	// Access, Object Lock's default retention) that the write applies:
+	// without it the form was stored as if the bucket had none, a locked
+	// bucket's default retention included.
+	rq.decision = put.decision
 	pol, err := parsePostPolicy(fields["policy"])
 	if err != nil {
 		return err
