@@ -88,6 +88,10 @@ type Filter struct {
 	And                   *And    `xml:"And" json:"and,omitempty"`
 }
 
+// maxNewerNoncurrent is S3's bound on NewerNoncurrentVersions ("You can
+// specify up to 100 noncurrent versions to retain").
+const maxNewerNoncurrent = 100
+
 // And combines predicates of a Filter.
 type And struct {
 	Prefix                *string `xml:"Prefix" json:"prefix,omitempty"`
@@ -231,6 +235,8 @@ func (r *Rule) validate(v2 bool) error {
 			return invalidReq("NewerNoncurrentVersions element can only be used in Lifecycle V2.")
 		case n.NewerNoncurrentVersions != nil && *n.NewerNoncurrentVersions <= 0:
 			return invalidArg("'NewerNoncurrentVersions' must be a positive integer")
+		case n.NewerNoncurrentVersions != nil && *n.NewerNoncurrentVersions > maxNewerNoncurrent:
+			return invalidArg("'NewerNoncurrentVersions' must not exceed 100")
 		}
 	}
 	abort := r.AbortIncompleteMultipartUpload
@@ -289,8 +295,15 @@ func (f *Filter) validate() error {
 	}
 	gt, lt := f.ObjectSizeGreaterThan, f.ObjectSizeLessThan
 	if a := f.And; a != nil {
-		if a.Prefix == nil && len(a.Tags) == 0 && a.ObjectSizeGreaterThan == nil && a.ObjectSizeLessThan == nil {
-			return malformed("an And names no predicate")
+		n := len(a.Tags)
+		for _, set := range []bool{a.Prefix != nil, a.ObjectSizeGreaterThan != nil, a.ObjectSizeLessThan != nil} {
+			if set {
+				n++
+			}
+		}
+		if n < 2 {
+			// S3's And joins two or more predicates; one alone is MalformedXML there.
+			return malformed("an And names fewer than two predicates")
 		}
 		if err := validTags(a.Tags); err != nil {
 			return err

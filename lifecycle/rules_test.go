@@ -50,6 +50,12 @@ func TestValidate(t *testing.T) {
 		{"no action", rule(`<Filter/><Status>Enabled</Status>`), CodeInvalidRequest, "At least one action needs to be specified in a rule"},
 		{"two predicates", rule(`<Filter><Prefix>a</Prefix><ObjectSizeLessThan>5</ObjectSizeLessThan></Filter><Status>Enabled</Status>` + exp), CodeMalformedXML, ""},
 		{"empty and", rule(`<Filter><And></And></Filter><Status>Enabled</Status>` + exp), CodeMalformedXML, ""},
+		// S3's And joins two or more predicates.
+		{"and of one prefix", rule(`<Filter><And><Prefix>x/</Prefix></And></Filter><Status>Enabled</Status>` + exp), CodeMalformedXML, ""},
+		{"and of one tag", rule(`<Filter><And><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter><Status>Enabled</Status>` + exp), CodeMalformedXML, ""},
+		{"and of prefix and size", rule(`<Filter><And><Prefix>x/</Prefix><ObjectSizeGreaterThan>1</ObjectSizeGreaterThan></And></Filter><Status>Enabled</Status>` + exp), "", ""},
+		{"newer noncurrent 100", rule(`<Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays><NewerNoncurrentVersions>100</NewerNoncurrentVersions></NoncurrentVersionExpiration>`), "", ""},
+		{"newer noncurrent 101", rule(`<Filter/><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays><NewerNoncurrentVersions>101</NewerNoncurrentVersions></NoncurrentVersionExpiration>`), CodeInvalidArgument, "'NewerNoncurrentVersions' must not exceed 100"},
 		{"duplicate tag key", rule(`<Filter><And><Tag><Key>k</Key><Value>1</Value></Tag><Tag><Key>k</Key><Value>2</Value></Tag></And></Filter><Status>Enabled</Status>` + exp), CodeInvalidRequest, "Duplicate Tag Keys are not allowed."},
 		{"empty tag key", rule(`<Filter><Tag><Key></Key><Value>1</Value></Tag></Filter><Status>Enabled</Status>` + exp), CodeMalformedXML, ""},
 		{"negative greater", rule(`<Filter><ObjectSizeGreaterThan>-1</ObjectSizeGreaterThan></Filter><Status>Enabled</Status>` + exp), CodeInvalidRequest, "'ObjectSizeGreaterThan' should be between 0 and 1099511627776000."},
