@@ -53,7 +53,7 @@ func TestExactAPI(t *testing.T) {
 				t.Run("ListingDetails", func(t *testing.T) { eaListingDetails(t, gw, cl) })
 				t.Run("UnknownSubresources", func(t *testing.T) { eaUnknownSubresources(t, gw, cl) })
 				if !testgw.External() {
-					t.Run("ExpectContinueEarlyErrors", func(t *testing.T) { eaExpect(t, gw, cl) })
+					t.Run("ExpectContinueEarlyErrors", func(t *testing.T) { eaExpect(t) })
 				}
 			}
 		})
@@ -605,6 +605,14 @@ func eaListingDetails(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 // The read has a deadline well under any server timeout: it bounds the wait
 // of a broken gateway and is a condition wait, not a speed assertion.
 func sendHeadersOnly(t *testing.T, gw *testgw.Gateway, req *http.Request) *http.Response {
+	resp, _ := sendHeadersOnlyConn(t, gw, req)
+	return resp
+}
+
+// sendHeadersOnlyConn is sendHeadersOnly that also returns a function
+// waiting (at most wait) for the server to close the connection once the
+// answer's body was read: nil when it did, else what the read returned.
+func sendHeadersOnlyConn(t *testing.T, gw *testgw.Gateway, req *http.Request) (*http.Response, func(wait time.Duration) error) {
 	t.Helper()
 	u, err := url.Parse(gw.Endpoint)
 	if err != nil {
@@ -626,18 +634,27 @@ func sendHeadersOnly(t *testing.T, gw *testgw.Gateway, req *http.Request) *http.
 		t.Fatalf("write headers: %v", err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(4 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		t.Fatalf("%s %s with Expect: 100-continue, body not sent: no answer before the body: %v", req.Method, req.URL.Path, err)
+		t.Fatalf("%s %s, body not sent: no answer before the body: %v", req.Method, req.URL.Path, err)
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
-	return resp
+	closed := func(wait time.Duration) error {
+		_ = conn.SetReadDeadline(time.Now().Add(wait))
+		if n, err := br.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read after the answer: %d bytes, %v", n, err)
+		}
+		return nil
+	}
+	return resp, closed
 }
 
-func eaExpect(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
-	if strings.HasPrefix(gw.Endpoint, "https") {
-		t.Skip("raw socket test runs over plain HTTP")
-	}
+func eaExpect(t *testing.T) {
+	// Its own gateway: a short read idle timeout bounds how long an unsent
+	// body may hold the connection after the early answer.
+	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded, Env: []string{"S3GATE_READ_IDLE_TIMEOUT=1s"}})
+	cl := sdkClient(t, gw)
 	bucket := mustBucket(t, cl, "expect")
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -652,15 +669,28 @@ func eaExpect(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 		{"unknown key", "/" + bucket + "/k", "UNSIGNED-PAYLOAD", "AKIDUNKNOWN", "secret", http.StatusForbidden, "InvalidAccessKeyId"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, size := range []int64{100 << 10, 8 << 20} { // below and above net/http's drain limit
-				req := newRawRequest(t, ctx, gw, rawReq{Method: http.MethodPut, Path: tc.path, Payload: tc.payload, AK: tc.ak, SK: tc.sk,
-					Header: http.Header{"Expect": {"100-continue"}}, Stream: strings.NewReader(""), Length: size})
-				resp := sendHeadersOnly(t, gw, req)
-				if resp.StatusCode == http.StatusContinue {
-					t.Fatalf("size %d: got 100 Continue, want the early %d", size, tc.status)
+			for _, expect := range []bool{true, false} {
+				for _, size := range []int64{100 << 10, 8 << 20} { // below and above net/http's drain limit
+					hdr := http.Header{}
+					if expect {
+						hdr.Set("Expect", "100-continue")
+					}
+					req := newRawRequest(t, ctx, gw, rawReq{Method: http.MethodPut, Path: tc.path, Payload: tc.payload, AK: tc.ak, SK: tc.sk,
+						Header: hdr, Stream: strings.NewReader(""), Length: size})
+					resp, closed := sendHeadersOnlyConn(t, gw, req)
+					if resp.StatusCode == http.StatusContinue {
+						t.Fatalf("size %d: got 100 Continue, want the early %d", size, tc.status)
+					}
+					body, _ := io.ReadAll(resp.Body)
+					what := fmt.Sprintf("expect %v, size %d", expect, size)
+					wantRawError(t, what, resp.StatusCode, body, tc.status, tc.code)
+					// The body never comes: the server must still let the
+					// connection go (after the read idle timeout at most),
+					// or any client could hold every connection slot.
+					if err := closed(time.Minute); err != nil {
+						t.Fatalf("%s: the connection stays open after the early answer: %v", what, err)
+					}
 				}
-				body, _ := io.ReadAll(resp.Body)
-				wantRawError(t, fmt.Sprintf("size %d", size), resp.StatusCode, body, tc.status, tc.code)
 			}
 		})
 	}

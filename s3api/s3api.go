@@ -295,6 +295,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rt *Route) {
 	// buffered end of the answer) gets a fresh one.
 	rw.extend()
 	defer rw.extend()
+	defer rw.boundDrain(a.cfg.ReadIdleTimeout)
 	rq := &request{
 		r:      r,
 		w:      rw,
@@ -353,7 +354,12 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rt *Route) {
 	rq.accessKey, rq.anonymous = res.AccessKey, res.Anonymous
 	if res.Body != nil {
 		rq.body.r = res.Body
-		defer res.Body.Close() //nolint:errcheck // nothing to report once the answer is decided
+		defer func() {
+			// Closing an unread body drains it: the answer goes out first,
+			// and the drain is bounded.
+			rw.boundDrain(a.cfg.ReadIdleTimeout)
+			_ = res.Body.Close() // nothing to report once the answer is decided
+		}()
 	}
 	rq.size = res.DecodedLength
 	rq.trailer = res.Trailer
@@ -501,6 +507,23 @@ func (w *respWriter) WriteHeader(code int) {
 // extend gives the next write to the client the full idle timeout. A request
 // may run long before its first write (a large PUT), and net/http sends
 // headers-only answers when the handler returns: each needs a fresh deadline.
+// boundDrain readies an answer that closes the connection for the drain
+// of an unread body that follows it (the handler's Close of the body, or
+// net/http's after the handler: up to 256 KiB, so that the close does not
+// reset the answer), which has no deadline of its own. A client that
+// announced a body and never sent it got no answer (the drain ran before
+// net/http flushed it) or, with Expect: 100-continue, held the connection
+// and a slot of the connection cap until it went away. The answer is
+// flushed first, and the drain gets the idle timeout that bounds every
+// other read of a body.
+func (w *respWriter) boundDrain(idle time.Duration) {
+	if w.rc == nil || idle <= 0 || w.status == 0 || w.Header().Get("Connection") != "close" {
+		return
+	}
+	_ = w.rc.Flush()                               // ErrNotSupported: flushed after the handler, as before
+	_ = w.rc.SetReadDeadline(time.Now().Add(idle)) // ErrNotSupported: unbounded, as before
+}
+
 func (w *respWriter) extend() {
 	if w.rc != nil {
 		_ = w.rc.SetWriteDeadline(time.Now().Add(w.writeIdle)) // ErrNotSupported: unbounded, as before
