@@ -60,6 +60,12 @@ func (a *api) listBuckets(rq *request) error {
 		after = string(raw)
 	}
 	prefix, region := rq.q.Get("prefix"), rq.q.Get("bucket-region")
+	// S3 names each bucket's region only "if the request contains at least
+	// one valid parameter" (the API reference's Bucket.BucketRegion).
+	withRegion := false
+	for _, p := range []string{"max-buckets", "continuation-token", "prefix", "bucket-region"} {
+		withRegion = withRegion || rq.q.Has(p)
+	}
 	res := listAllMyBucketsResult{NS: s3NS, Owner: ownerOf(rq), Buckets: []bucketElem{}}
 	if rq.q.Has("prefix") {
 		res.Prefix = &prefix
@@ -72,7 +78,11 @@ func (a *api) listBuckets(rq *request) error {
 			res.ContinuationToken = base64.StdEncoding.EncodeToString([]byte(res.Buckets[limit-1].Name))
 			break
 		}
-		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name, CreationDate: xmlTime(orNow(b.CreatedAt)), BucketRegion: a.regionOf(b)})
+		e := bucketElem{Name: b.Name, CreationDate: xmlTime(orNow(b.CreatedAt))}
+		if withRegion {
+			e.BucketRegion = a.regionOf(b)
+		}
+		res.Buckets = append(res.Buckets, e)
 	}
 	return writeXML(rq, res)
 }
