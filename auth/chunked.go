@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -83,6 +84,7 @@ type chunkedReader struct {
 	chunkSig string // signature the client sent for the current chunk
 	decoded  int64
 	lastData int64 // size of the previous data chunk, 0 before the first
+	chunks   int   // data chunks begun so far
 	err      error // sticky; io.EOF once fully verified
 	trailers []trailerKV
 }
@@ -110,8 +112,19 @@ func chunkedBufferSize(wireLen int64) int {
 	return chunkedBufSize
 }
 
-func malformedChunk(msg string) *Error {
-	return newErr(CodeInvalidRequest, "malformed aws-chunked body: "+msg)
+// malformedChunk answers framing that does not parse (a size that is not
+// hex, a missing CRLF or chunk signature, data longer or shorter than its
+// chunk's size, a line too long): S3 reads any of it as a body that ended
+// unexpectedly, whatever the fault.
+func malformedChunk() *Error { return incompleteBody() }
+
+// errChunkTooSmall is InvalidChunkSizeError naming, as S3 does, the chunk
+// (1-based) that was smaller than minChunkSize without being the last one,
+// and its size.
+func errChunkTooSmall(chunk int, size int64) *Error {
+	e := newErr(CodeInvalidChunkSizeError, "Only the last chunk is allowed to have a size less than 8192 bytes")
+	e.Details = []Detail{{"Chunk", strconv.Itoa(chunk)}, {"BadChunkSize", strconv.FormatInt(size, 10)}}
+	return e
 }
 
 func incompleteBody() *Error {
@@ -182,7 +195,7 @@ func (c *chunkedReader) Trailer() (alg, value string, err error) {
 func (c *chunkedReader) readLine(max int) ([]byte, error) {
 	line, err := c.src.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) || len(line) > max {
-		return nil, malformedChunk("line too long")
+		return nil, malformedChunk() // line too long
 	}
 	return line, err
 }
@@ -199,13 +212,13 @@ func (c *chunkedReader) nextChunk() error {
 		return bodyReadError(err)
 	}
 	if !bytes.HasSuffix(line, []byte("\r\n")) {
-		return malformedChunk("chunk header must end with CRLF")
+		return malformedChunk() // chunk header must end with CRLF
 	}
 	line = line[:len(line)-2]
 	sizePart, ext, _ := bytes.Cut(line, []byte(";"))
 	size, ok := parseChunkSize(sizePart)
 	if !ok {
-		return malformedChunk("invalid chunk size")
+		return malformedChunk() // invalid chunk size
 	}
 	if c.cfg.declared >= 0 && size > c.cfg.declared-c.decoded {
 		return newErr(CodeInvalidRequest, "The decoded body is longer than x-amz-decoded-content-length")
@@ -214,14 +227,15 @@ func (c *chunkedReader) nextChunk() error {
 		// Another data chunk follows the previous one, so that one was not
 		// the last: it must have been at least minChunkSize.
 		if c.lastData > 0 && c.lastData < minChunkSize {
-			return newErr(CodeInvalidChunkSizeError, "Only the last chunk is allowed to have a size less than 8192 bytes")
+			return errChunkTooSmall(c.chunks, c.lastData)
 		}
 		c.lastData = size
+		c.chunks++
 	}
 	if c.cfg.signer != nil {
 		sig, ok := chunkSignatureExt(ext)
 		if !ok {
-			return malformedChunk("missing or invalid chunk-signature")
+			return malformedChunk() // missing or invalid chunk-signature
 		}
 		c.chunkSig = sig
 		c.h.Reset()
@@ -258,7 +272,7 @@ func (c *chunkedReader) finishChunk() error {
 			return bodyReadError(err)
 		}
 		if crlf != [2]byte{'\r', '\n'} {
-			return malformedChunk("chunk data must end with CRLF")
+			return malformedChunk() // chunk data must end with CRLF
 		}
 	}
 	if c.cfg.signer != nil {

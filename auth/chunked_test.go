@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -282,12 +283,12 @@ func TestChunkedDecoderUnsigned(t *testing.T) {
 		{name: "shorter than declared", body: "5\r\nhello\r\n0\r\n\r\n", declared: 6, wantCode: CodeIncompleteBody},
 		{name: "no final chunk", body: "5\r\nhello\r\n", declared: -1, wantCode: CodeIncompleteBody},
 		{name: "empty body", body: "", declared: -1, wantCode: CodeIncompleteBody},
-		{name: "data without CRLF", body: "5\r\nhelloXX0\r\n\r\n", declared: -1, wantCode: CodeInvalidRequest},
-		{name: "header without CR", body: "5\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeInvalidRequest},
-		{name: "negative size", body: "-5\r\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeInvalidRequest},
-		{name: "size with sign", body: "+5\r\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeInvalidRequest},
-		{name: "huge size", body: "ffffffffffffffff\r\nhello", declared: -1, wantCode: CodeInvalidRequest},
-		{name: "header too long", body: "5;" + strings.Repeat("x", 5000) + "\r\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeInvalidRequest},
+		{name: "data without CRLF", body: "5\r\nhelloXX0\r\n\r\n", declared: -1, wantCode: CodeIncompleteBody},
+		{name: "header without CR", body: "5\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeIncompleteBody},
+		{name: "negative size", body: "-5\r\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeIncompleteBody},
+		{name: "size with sign", body: "+5\r\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeIncompleteBody},
+		{name: "huge size", body: "ffffffffffffffff\r\nhello", declared: -1, wantCode: CodeIncompleteBody},
+		{name: "header too long", body: "5;" + strings.Repeat("x", 5000) + "\r\nhello\r\n0\r\n\r\n", declared: -1, wantCode: CodeIncompleteBody},
 		{name: "trailer not announced", body: "0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n", declared: 0, wantCode: CodeMalformedTrailerError},
 		{name: "trailer announced missing", body: "0\r\n\r\n", declared: 0, trailers: []string{crc}, wantCode: CodeMalformedTrailerError},
 		{name: "trailer repeated", body: "0\r\nx-amz-checksum-crc32:A\r\nx-amz-checksum-crc32:B\r\n\r\n", declared: 0, trailers: []string{crc}, wantCode: CodeMalformedTrailerError},
@@ -320,8 +321,8 @@ func TestChunkedDecoderSignedRequiresSignature(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, want string
 	}{
-		{"no signature", "0\r\n\r\n", CodeInvalidRequest},
-		{"short signature", "0;chunk-signature=abc\r\n\r\n", CodeInvalidRequest},
+		{"no signature", "0\r\n\r\n", CodeIncompleteBody},
+		{"short signature", "0;chunk-signature=abc\r\n\r\n", CodeIncompleteBody},
 		{"valid empty body", "0;chunk-signature=" + sig0 + "\r\n\r\n", ""},
 		{"valid with other extension", "0;foo=bar;chunk-signature=" + sig0 + "\r\n\r\n", ""},
 		{"trailer in non-trailer mode", "0;chunk-signature=" + sig0 + "\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n", CodeMalformedTrailerError},
@@ -361,5 +362,30 @@ func TestChunkedDecoderBoundedReads(t *testing.T) {
 	}
 	if total != n {
 		t.Fatalf("read %d bytes, want %d", total, n)
+	}
+}
+
+// TestChunkTooSmallDetails: InvalidChunkSizeError names the offending chunk
+// (1-based) and its size in <Chunk> and <BadChunkSize>, as S3 does.
+func TestChunkTooSmallDetails(t *testing.T) {
+	big := "2000\r\n" + strings.Repeat("a", 8192) + "\r\n"
+	for _, tc := range []struct {
+		name, body, chunk, size string
+	}{
+		{"first chunk small", "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", "1", "5"},
+		{"second chunk small", big + "3\r\nabc\r\n" + big + "0\r\n\r\n", "2", "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := newChunkedReader(io.NopCloser(strings.NewReader(tc.body)), chunkedConfig{declared: -1})
+			_, err := io.ReadAll(cr)
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Code != CodeInvalidChunkSizeError {
+				t.Fatalf("err = %v, want InvalidChunkSizeError", err)
+			}
+			want := []Detail{{"Chunk", tc.chunk}, {"BadChunkSize", tc.size}}
+			if fmt.Sprint(ae.Details) != fmt.Sprint(want) {
+				t.Fatalf("details = %v, want %v", ae.Details, want)
+			}
+		})
 	}
 }

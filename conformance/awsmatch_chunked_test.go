@@ -1,0 +1,77 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/xml"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/s3gate/s3gate/internal/testgw"
+)
+
+// TestAWSMatchChunked checks the answers to aws-chunked uploads that S3
+// refuses from their headers or framing, through a running gateway: each
+// refusal has S3's status, code and message, and leaves no object behind.
+func TestAWSMatchChunked(t *testing.T) {
+	gw := testgw.Start(t, testgw.Options{Engine: testgw.Embedded})
+	cl := sdkClient(t, gw)
+	bucket := mustBucket(t, cl, "awschunked")
+	data := bytes.Repeat([]byte("z"), 9010) // 9000 B + 10 B chunks
+	sizes := []int{9000, 10}
+	const unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+	streaming := func(payload string, h http.Header, body []byte) rawReq {
+		h.Set("Content-Encoding", "aws-chunked")
+		if _, ok := h["X-Amz-Decoded-Content-Length"]; !ok {
+			h.Set("X-Amz-Decoded-Content-Length", strconv.Itoa(len(data)))
+		}
+		return rawReq{Method: http.MethodPut, Header: h, Body: body, Payload: payload}
+	}
+	for i, tc := range []struct {
+		name       string
+		req        rawReq
+		wantStatus int
+		wantCode   string
+		wantMsg    string // "": not checked
+	}{
+		// Item 5: framing that does not parse is a body that ended unexpectedly.
+		{"invalid hex size", streaming(unsignedTrailer, http.Header{},
+			bytes.Replace(chunkedBody(data, sizes), []byte("2328\r\n"), []byte("23g8\r\n"), 1)),
+			400, "IncompleteBody", "The request body terminated unexpectedly"},
+		{"LF only after chunk data", streaming(unsignedTrailer, http.Header{},
+			bytes.Replace(chunkedBody(data, sizes), []byte("z\r\na\r\n"), []byte("z\na\r\n"), 1)),
+			400, "IncompleteBody", "The request body terminated unexpectedly"},
+		{"chunk data longer than its size", streaming(unsignedTrailer, http.Header{},
+			bytes.Replace(chunkedBody(data, sizes), []byte("2328\r\n"), []byte("2327\r\n"), 1)),
+			400, "IncompleteBody", "The request body terminated unexpectedly"},
+		{"signed chunk without chunk-signature", streaming("STREAMING-AWS4-HMAC-SHA256-PAYLOAD", http.Header{},
+			chunkedBody(data, sizes)),
+			400, "IncompleteBody", "The request body terminated unexpectedly"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "refused-" + strconv.Itoa(i)
+			tc.req.Path = "/" + bucket + "/" + key
+			status, _, body := doRaw(t, gw, tc.req)
+			wantRawError(t, tc.name, status, body, tc.wantStatus, tc.wantCode)
+			if tc.wantMsg != "" && errMessage(body) != tc.wantMsg {
+				t.Errorf("message %q, want %q", errMessage(body), tc.wantMsg)
+			}
+			objectAbsent(t, cl, bucket, key)
+		})
+	}
+
+	// Item 6: InvalidChunkSizeError names the chunk and its size.
+	t.Run("InvalidChunkSizeError details", func(t *testing.T) {
+		small := bytes.Repeat([]byte("s"), 8192+100)
+		status, body := putChunked(t, gw, bucket, "small-chunk", small, []int{100, 8192}, "x-amz-checksum-crc32", refSum("CRC32", small))
+		wantRawError(t, "100 B then 8 KiB chunks", status, body, http.StatusBadRequest, "InvalidChunkSizeError")
+		var e struct {
+			Chunk        string `xml:"Chunk"`
+			BadChunkSize string `xml:"BadChunkSize"`
+		}
+		if err := xml.Unmarshal(body, &e); err != nil || e.Chunk != "1" || e.BadChunkSize != "100" {
+			t.Fatalf("Chunk %q BadChunkSize %q (err %v), want 1 and 100; body %s", e.Chunk, e.BadChunkSize, err, body)
+		}
+		objectAbsent(t, cl, bucket, "small-chunk")
+	})
+}
