@@ -20,7 +20,6 @@ const (
 	maxChunkSize    = 5 << 30
 	maxTrailerLine  = 4 << 10
 	maxTrailerBytes = 16 << 10
-	maxTrailers     = 16
 	chunkedBufSize  = 32 << 10
 	minChunkedBuf   = 8 << 10
 	// minChunkSize is S3's floor for every data chunk but the last one

@@ -389,3 +389,75 @@ func TestChunkTooSmallDetails(t *testing.T) {
 		})
 	}
 }
+
+// TestPayloadResultRefusals: what S3 refuses from the headers alone, before
+// a byte of the body is read.
+func TestPayloadResultRefusals(t *testing.T) {
+	const (
+		ut           = streamingUnsignedTrailer
+		single       = "Expecting a single x-amz-checksum- header"
+		notSupported = "The value specified in the x-amz-trailer header is not supported"
+	)
+	for _, tc := range []struct {
+		name     string
+		payload  string
+		header   map[string]string
+		wantCode string
+		wantMsg  string
+	}{
+		{name: "two checksum trailers", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32,x-amz-checksum-sha256"},
+			wantCode: CodeInvalidRequest, wantMsg: single},
+		{name: "checksum trailers in two headers", payload: streamingSignedTrailer, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32", "x-amz-trailer": "x-amz-checksum-crc32c"},
+			wantCode: CodeInvalidRequest, wantMsg: single},
+		{name: "same checksum twice", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32, x-amz-checksum-crc32"},
+			wantCode: CodeInvalidRequest, wantMsg: single},
+		{name: "metadata trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-meta-foo"},
+			wantCode: CodeInvalidRequest, wantMsg: notSupported},
+		{name: "content-md5 trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": "content-md5"},
+			wantCode: CodeInvalidRequest, wantMsg: notSupported},
+		{name: "checksum then other trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32,x-amz-meta-foo"},
+			wantCode: CodeInvalidRequest, wantMsg: notSupported},
+		{name: "checksum header and trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32", "X-Amz-Checksum-Sha256": "x"},
+			wantCode: CodeInvalidRequest, wantMsg: single},
+		{name: "checksum type header and trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32", "X-Amz-Checksum-Type": "FULL_OBJECT"}},
+		{name: "one checksum trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": " X-Amz-Checksum-CRC32 "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest(http.MethodPut, "http://x/b/k", strings.NewReader("0\r\n\r\n"))
+			if strings.HasPrefix(tc.payload, "STREAMING-") {
+				r.Header.Set("X-Amz-Decoded-Content-Length", "0")
+			}
+			for k, v := range tc.header {
+				if http.CanonicalHeaderKey(k) != "X-Amz-Trailer" {
+					r.Header.Del(k)
+				}
+				if v != "" {
+					r.Header[k] = append(r.Header[k], v) // two spellings of x-amz-trailer: two values
+				}
+			}
+			r.Header = canonical(r.Header)
+			_, err := payloadResult(r, "ak", tc.payload, nil)
+			if tc.wantCode == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want none", err)
+				}
+				return
+			}
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Code != tc.wantCode || ae.Message != tc.wantMsg {
+				t.Fatalf("err = %v, want %s %q", err, tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+}
+
+// canonical merges header keys that differ only in case, in order.
+func canonical(h http.Header) http.Header {
+	out := http.Header{}
+	for k, vs := range h {
+		for _, v := range vs {
+			out.Add(k, v)
+		}
+	}
+	return out
+}

@@ -29,21 +29,48 @@ func checkPayloadMode(p string) *Error {
 }
 
 // announcedTrailers parses x-amz-trailer (comma-separated, possibly repeated).
+// S3 takes a single trailer and only an x-amz-checksum-* one: another name is
+// "not supported" and a second checksum is refused, both before the body is
+// read, so that no trailer is ever announced and then ignored.
 func announcedTrailers(r *http.Request) ([]string, *Error) {
 	var names []string
 	for _, v := range r.Header.Values("X-Amz-Trailer") {
 		for _, n := range strings.Split(v, ",") {
 			n = strings.ToLower(strings.TrimSpace(n))
-			if n == "" {
+			switch {
+			case n == "":
 				continue
-			}
-			if len(n) > 64 || len(names) >= maxTrailers || containsFold(names, n) {
+			case !strings.HasPrefix(n, checksumTrailerPrefix):
+				return nil, newErr(CodeInvalidRequest, "The value specified in the x-amz-trailer header is not supported")
+			case len(names) > 0:
+				return nil, errSingleChecksum()
+			case len(n) > 64:
 				return nil, newErr(CodeInvalidArgument, "invalid x-amz-trailer header")
 			}
 			names = append(names, n)
 		}
 	}
 	return names, nil
+}
+
+const checksumTrailerPrefix = "x-amz-checksum-"
+
+// errSingleChecksum is S3's answer to a request that names more than one
+// checksum value, in headers, in x-amz-trailer or in both.
+func errSingleChecksum() *Error {
+	return newErr(CodeInvalidRequest, "Expecting a single x-amz-checksum- header")
+}
+
+// hasChecksumValueHeader reports an x-amz-checksum-<algorithm> header (a
+// checksum value, not x-amz-checksum-type, -mode or -algorithm).
+func hasChecksumValueHeader(h http.Header) bool {
+	for k := range h {
+		lk := strings.ToLower(k)
+		if a, ok := strings.CutPrefix(lk, checksumTrailerPrefix); ok && a != "type" && a != "mode" && a != "algorithm" {
+			return true
+		}
+	}
+	return false
 }
 
 // payloadResult wraps the body according to the (already signed) payload
@@ -67,6 +94,9 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 		}
 		if payload == streamingSigned && len(trailers) > 0 {
 			return nil, newErr(CodeInvalidRequest, "x-amz-trailer requires a STREAMING-*-TRAILER payload")
+		}
+		if len(trailers) > 0 && hasChecksumValueHeader(r.Header) {
+			return nil, errSingleChecksum()
 		}
 		cfg := chunkedConfig{
 			declared:      declared,

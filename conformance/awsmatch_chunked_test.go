@@ -19,7 +19,12 @@ func TestAWSMatchChunked(t *testing.T) {
 	bucket := mustBucket(t, cl, "awschunked")
 	data := bytes.Repeat([]byte("z"), 9010) // 9000 B + 10 B chunks
 	sizes := []int{9000, 10}
-	const unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+	crc := refSum("CRC32", data)
+	const (
+		unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+		single          = "Expecting a single x-amz-checksum- header"
+		notSupported    = "The value specified in the x-amz-trailer header is not supported"
+	)
 	streaming := func(payload string, h http.Header, body []byte) rawReq {
 		h.Set("Content-Encoding", "aws-chunked")
 		if _, ok := h["X-Amz-Decoded-Content-Length"]; !ok {
@@ -34,6 +39,22 @@ func TestAWSMatchChunked(t *testing.T) {
 		wantCode   string
 		wantMsg    string // "": not checked
 	}{
+		// Item 1: a single trailer, and only a checksum one.
+		{"two checksum trailers, second wrong", streaming(unsignedTrailer,
+			http.Header{"X-Amz-Trailer": {"x-amz-checksum-crc32,x-amz-checksum-sha256"}},
+			chunkedBody(data, sizes, "x-amz-checksum-crc32:"+crc, "x-amz-checksum-sha256:"+refSum("SHA256", data[1:]))),
+			400, "InvalidRequest", single},
+		{"metadata trailer", streaming(unsignedTrailer,
+			http.Header{"X-Amz-Trailer": {"x-amz-meta-foo"}}, chunkedBody(data, sizes, "x-amz-meta-foo:bar")),
+			400, "InvalidRequest", notSupported},
+		{"content-md5 trailer", streaming(unsignedTrailer,
+			http.Header{"X-Amz-Trailer": {"content-md5"}}, chunkedBody(data, sizes, "content-md5:AAAAAAAAAAAAAAAAAAAAAA==")),
+			400, "InvalidRequest", notSupported},
+		// Item 2: a checksum header beside a checksum trailer.
+		{"checksum header and trailer", streaming(unsignedTrailer,
+			http.Header{"X-Amz-Trailer": {"x-amz-checksum-crc32"}, "X-Amz-Checksum-Sha256": {refSum("SHA256", data)}},
+			chunkedBody(data, sizes, "x-amz-checksum-crc32:"+crc)),
+			400, "InvalidRequest", single},
 		// Item 5: framing that does not parse is a body that ended unexpectedly.
 		{"invalid hex size", streaming(unsignedTrailer, http.Header{},
 			bytes.Replace(chunkedBody(data, sizes), []byte("2328\r\n"), []byte("23g8\r\n"), 1)),
