@@ -397,6 +397,7 @@ func TestPayloadResultRefusals(t *testing.T) {
 		ut           = streamingUnsignedTrailer
 		single       = "Expecting a single x-amz-checksum- header"
 		notSupported = "The value specified in the x-amz-trailer header is not supported"
+		chunkedMsg   = "aws-chunked encoding is not supported when x-amz-content-sha256 UNSIGNED-PAYLOAD is supplied"
 	)
 	for _, tc := range []struct {
 		name     string
@@ -421,6 +422,12 @@ func TestPayloadResultRefusals(t *testing.T) {
 			wantCode: CodeInvalidRequest, wantMsg: single},
 		{name: "checksum type header and trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": "x-amz-checksum-crc32", "X-Amz-Checksum-Type": "FULL_OBJECT"}},
 		{name: "one checksum trailer", payload: ut, header: map[string]string{"X-Amz-Trailer": " X-Amz-Checksum-CRC32 "}},
+		{name: "aws-chunked unsigned", payload: unsignedPayload, header: map[string]string{"Content-Encoding": "aws-chunked"},
+			wantCode: CodeInvalidArgument, wantMsg: chunkedMsg},
+		{name: "aws-chunked among codings, unsigned", payload: unsignedPayload, header: map[string]string{"Content-Encoding": "gzip, AWS-Chunked"},
+			wantCode: CodeInvalidArgument, wantMsg: chunkedMsg},
+		{name: "gzip unsigned", payload: unsignedPayload, header: map[string]string{"Content-Encoding": "gzip"}},
+		{name: "aws-chunked signed hash", payload: emptySHA256, header: map[string]string{"Content-Encoding": "aws-chunked"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := http.NewRequest(http.MethodPut, "http://x/b/k", strings.NewReader("0\r\n\r\n"))

@@ -73,6 +73,16 @@ func hasChecksumValueHeader(h http.Header) bool {
 	return false
 }
 
+// hasAWSChunked reports the aws-chunked token in a Content-Encoding value.
+func hasAWSChunked(contentEncoding string) bool {
+	for _, tok := range strings.Split(contentEncoding, ",") {
+		if strings.EqualFold(strings.TrimSpace(tok), "aws-chunked") {
+			return true
+		}
+	}
+	return false
+}
+
 // payloadResult wraps the body according to the (already signed) payload
 // mode. signer carries the seed signature for chunk-signed modes.
 func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSigner) (*Result, error) {
@@ -120,6 +130,10 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 		return nil, newErr(CodeInvalidRequest, "x-amz-trailer requires a STREAMING-*-TRAILER payload")
 	}
 	if payload == unsignedPayload {
+		// The framing would otherwise be stored as the object's bytes.
+		if hasAWSChunked(r.Header.Get("Content-Encoding")) {
+			return nil, newErr(CodeInvalidArgument, "aws-chunked encoding is not supported when x-amz-content-sha256 UNSIGNED-PAYLOAD is supplied")
+		}
 		return res, nil
 	}
 	sr := &sha256Reader{src: body, h: sha256.New()}

@@ -55,6 +55,9 @@ func TestAWSMatchChunked(t *testing.T) {
 			http.Header{"X-Amz-Trailer": {"x-amz-checksum-crc32"}, "X-Amz-Checksum-Sha256": {refSum("SHA256", data)}},
 			chunkedBody(data, sizes, "x-amz-checksum-crc32:"+crc)),
 			400, "InvalidRequest", single},
+		// Item 3: aws-chunked framing under UNSIGNED-PAYLOAD.
+		{"aws-chunked with UNSIGNED-PAYLOAD", streaming("UNSIGNED-PAYLOAD", http.Header{}, chunkedBody(data, sizes)),
+			400, "InvalidArgument", "aws-chunked encoding is not supported when x-amz-content-sha256 UNSIGNED-PAYLOAD is supplied"},
 		// Item 5: framing that does not parse is a body that ended unexpectedly.
 		{"invalid hex size", streaming(unsignedTrailer, http.Header{},
 			bytes.Replace(chunkedBody(data, sizes), []byte("2328\r\n"), []byte("23g8\r\n"), 1)),
@@ -80,6 +83,17 @@ func TestAWSMatchChunked(t *testing.T) {
 			objectAbsent(t, cl, bucket, key)
 		})
 	}
+
+	// A signed payload hash with Content-Encoding: aws-chunked is an
+	// ordinary PUT: S3 accepts it (the framing rule is for UNSIGNED-PAYLOAD).
+	t.Run("aws-chunked with signed payload hash", func(t *testing.T) {
+		status, _, body := doRaw(t, gw, rawReq{Method: http.MethodPut, Path: "/" + bucket + "/hexhash",
+			Header: http.Header{"Content-Encoding": {"aws-chunked"}}, Body: data})
+		if status != http.StatusOK {
+			t.Fatalf("PUT: %d %s", status, body)
+		}
+		readBackSDK(t, cl, bucket, "hexhash", data)
+	})
 
 	// Item 6: InvalidChunkSizeError names the chunk and its size.
 	t.Run("InvalidChunkSizeError details", func(t *testing.T) {
