@@ -398,6 +398,7 @@ func TestPayloadResultRefusals(t *testing.T) {
 		single       = "Expecting a single x-amz-checksum- header"
 		notSupported = "The value specified in the x-amz-trailer header is not supported"
 		chunkedMsg   = "aws-chunked encoding is not supported when x-amz-content-sha256 UNSIGNED-PAYLOAD is supplied"
+		noLength     = "You must provide the Content-Length HTTP header."
 	)
 	for _, tc := range []struct {
 		name     string
@@ -428,6 +429,14 @@ func TestPayloadResultRefusals(t *testing.T) {
 			wantCode: CodeInvalidArgument, wantMsg: chunkedMsg},
 		{name: "gzip unsigned", payload: unsignedPayload, header: map[string]string{"Content-Encoding": "gzip"}},
 		{name: "aws-chunked signed hash", payload: emptySHA256, header: map[string]string{"Content-Encoding": "aws-chunked"}},
+		{name: "streaming without decoded length", payload: streamingSigned, header: map[string]string{"X-Amz-Decoded-Content-Length": ""},
+			wantCode: CodeMissingContentLength, wantMsg: noLength},
+		{name: "unsigned trailer without decoded length", payload: ut, header: map[string]string{"X-Amz-Decoded-Content-Length": ""},
+			wantCode: CodeMissingContentLength, wantMsg: noLength},
+		{name: "decoded length not a number", payload: ut, header: map[string]string{"X-Amz-Decoded-Content-Length": "abc"},
+			wantCode: CodeMissingContentLength, wantMsg: noLength},
+		{name: "decoded length negative", payload: streamingSignedTrailer, header: map[string]string{"X-Amz-Decoded-Content-Length": "-1"},
+			wantCode: CodeMissingContentLength, wantMsg: noLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := http.NewRequest(http.MethodPut, "http://x/b/k", strings.NewReader("0\r\n\r\n"))
@@ -453,6 +462,9 @@ func TestPayloadResultRefusals(t *testing.T) {
 			var ae *Error
 			if !errors.As(err, &ae) || ae.Code != tc.wantCode || ae.Message != tc.wantMsg {
 				t.Fatalf("err = %v, want %s %q", err, tc.wantCode, tc.wantMsg)
+			}
+			if ae.HTTPStatus() != map[bool]int{true: http.StatusLengthRequired, false: http.StatusBadRequest}[tc.wantCode == CodeMissingContentLength] {
+				t.Fatalf("status %d", ae.HTTPStatus())
 			}
 		})
 	}

@@ -24,6 +24,7 @@ const (
 	CodeInvalidChunkSizeError             = "InvalidChunkSizeError"
 	CodeInternalError                     = "InternalError"
 	CodeInvalidToken                      = "InvalidToken"
+	CodeMissingContentLength              = "MissingContentLength"
 )
 
 // HTTPStatus is the HTTP status S3 answers with for e.Code.
@@ -34,6 +35,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusForbidden
 	case CodeInternalError:
 		return http.StatusInternalServerError
+	case CodeMissingContentLength:
+		return http.StatusLengthRequired
 	default:
 		return http.StatusBadRequest
 	}
@@ -131,6 +134,10 @@ func errUnsignedHeaders(names []string) *Error {
 // twice: which one counts would be the server's guess.
 func errDuplicateAuth(what string) *Error {
 	return newErr(CodeInvalidArgument, "Only one "+what+" is allowed in a request")
+}
+
+func errMissingLength() *Error {
+	return newErr(CodeMissingContentLength, "You must provide the Content-Length HTTP header.")
 }
 
 func errExpired() *Error { return newErr(CodeAccessDenied, "Request has expired") }

@@ -94,13 +94,11 @@ func payloadResult(r *http.Request, accessKey, payload string, signer *chunkSign
 	res := &Result{AccessKey: accessKey, Body: body, DecodedLength: r.ContentLength}
 	switch payload {
 	case streamingSigned, streamingSignedTrailer, streamingUnsignedTrailer:
-		declared := int64(-1)
-		if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return nil, newErr(CodeInvalidArgument, "invalid x-amz-decoded-content-length")
-			}
-			declared = n
+		// S3 requires the decoded length of every streaming upload and
+		// answers a missing or unreadable one as a missing length.
+		declared, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64)
+		if err != nil || declared < 0 {
+			return nil, errMissingLength()
 		}
 		if payload == streamingSigned && len(trailers) > 0 {
 			return nil, newErr(CodeInvalidRequest, "x-amz-trailer requires a STREAMING-*-TRAILER payload")

@@ -58,6 +58,13 @@ func TestAWSMatchChunked(t *testing.T) {
 		// Item 3: aws-chunked framing under UNSIGNED-PAYLOAD.
 		{"aws-chunked with UNSIGNED-PAYLOAD", streaming("UNSIGNED-PAYLOAD", http.Header{}, chunkedBody(data, sizes)),
 			400, "InvalidArgument", "aws-chunked encoding is not supported when x-amz-content-sha256 UNSIGNED-PAYLOAD is supplied"},
+		// Item 4: a streaming upload must declare its decoded length.
+		{"unsigned streaming without decoded length", streaming(unsignedTrailer,
+			http.Header{"X-Amz-Decoded-Content-Length": nil}, chunkedBody(data, sizes)),
+			411, "MissingContentLength", "You must provide the Content-Length HTTP header."},
+		{"signed streaming without decoded length", streaming("STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+			http.Header{"X-Amz-Decoded-Content-Length": nil}, chunkedBody(data, sizes)),
+			411, "MissingContentLength", "You must provide the Content-Length HTTP header."},
 		// Item 5: framing that does not parse is a body that ended unexpectedly.
 		{"invalid hex size", streaming(unsignedTrailer, http.Header{},
 			bytes.Replace(chunkedBody(data, sizes), []byte("2328\r\n"), []byte("23g8\r\n"), 1)),
