@@ -601,18 +601,13 @@ func eaListingDetails(t *testing.T, gw *testgw.Gateway, cl *s3.Client) {
 }
 
 // sendHeadersOnly writes only the request line and headers of req (which
-// declares a body it never sends) and returns the gateway's first response.
-// The read has a deadline well under any server timeout: it bounds the wait
-// of a broken gateway and is a condition wait, not a speed assertion.
-func sendHeadersOnly(t *testing.T, gw *testgw.Gateway, req *http.Request) *http.Response {
-	resp, _ := sendHeadersOnlyConn(t, gw, req)
-	return resp
-}
-
-// sendHeadersOnlyConn is sendHeadersOnly that also returns a function
-// waiting (at most wait) for the server to close the connection once the
-// answer's body was read: nil when it did, else what the read returned.
-func sendHeadersOnlyConn(t *testing.T, gw *testgw.Gateway, req *http.Request) (*http.Response, func(wait time.Duration) error) {
+// declares a body it never sends) and returns the gateway's first response,
+// and a function waiting (at most wait) for the server to close the
+// connection once the answer's body was read: nil when it did, else what the
+// read returned. The reads have deadlines well over any answer's time: they
+// bound the wait of a broken gateway and are condition waits, not speed
+// assertions.
+func sendHeadersOnly(t *testing.T, gw *testgw.Gateway, req *http.Request) (*http.Response, func(wait time.Duration) error) {
 	t.Helper()
 	u, err := url.Parse(gw.Endpoint)
 	if err != nil {
@@ -677,7 +672,7 @@ func eaExpect(t *testing.T) {
 					}
 					req := newRawRequest(t, ctx, gw, rawReq{Method: http.MethodPut, Path: tc.path, Payload: tc.payload, AK: tc.ak, SK: tc.sk,
 						Header: hdr, Stream: strings.NewReader(""), Length: size})
-					resp, closed := sendHeadersOnlyConn(t, gw, req)
+					resp, closed := sendHeadersOnly(t, gw, req)
 					if resp.StatusCode == http.StatusContinue {
 						t.Fatalf("size %d: got 100 Continue, want the early %d", size, tc.status)
 					}
